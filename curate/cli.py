@@ -120,18 +120,41 @@ def measure(
     trials: int = typer.Option(100, help="Timed trials per problem (median reported)."),
     warmup: int = typer.Option(3, help="Warm-up runs before timing."),
     timeout_s: float = typer.Option(300.0, help="Seconds allowed per problem."),
-    workers: Optional[int] = typer.Option(None, help="Worker processes (CPU timing uses 1 by default)."),
+    workers: Optional[int] = typer.Option(
+        None, help="Measure workers (CUDA: one per GPU by default; CPU timing uses 1)."),
     budget_s: Optional[float] = typer.Option(
         None, help="Seconds of timed trials per callable; trials are cut to fit "
-        "(default 10 s on CUDA, 1 s on the CPU; at least 3 trials)."),
+        "(default 0.25 s on CUDA, 1 s on the CPU; at least 10 trials on CUDA, 3 on the CPU)."),
+    compile_workers: Optional[int] = typer.Option(
+        None, help="CUDA: compile-ahead workers per GPU that run TorchInductor compiles on spare "
+        "cores while the GPU times (default: spare cores, at most 8; 0: off)."),
+    gpu_mem_fraction: Optional[float] = typer.Option(
+        None, help="CUDA: share of GPU memory a problem may allocate before it is rejected as "
+        "'memory' (default 0.5 with compile-ahead workers, else 0.9)."),
+    cuda_graph: str = typer.Option(
+        "auto", help="CUDA: also time CUDA-graph replays: 'auto' (launch-bound problems, eager "
+        "under 0.1 ms), 'on' or 'off'."),
+    profile: Optional[bool] = typer.Option(
+        None, "--profile/--no-profile",
+        help="CUDA: profile one forward for the share of GPU time in library kernels (default on)."),
+    inductor_cache: Optional[Path] = typer.Option(
+        None, help="Folder for Inductor's and Triton's compile caches (default: torch's own)."),
 ) -> None:
-    """Time eager (and TorchInductor) runtimes; drop non-finite, non-deterministic, constant problems."""
+    """Time eager (and TorchInductor) runtimes; drop non-finite, non-deterministic, constant problems.
+
+    On CUDA: CUDA events around each trial, warm-up, L2 flushed before each trial, median of up
+    to --trials within --budget-s; TorchInductor compiles run ahead on spare cores while timing
+    runs alone on the GPU. A problem that segfaults, hangs, runs out of memory or raises a CUDA
+    error becomes a rejected row ('crash', 'timeout', 'memory', 'cuda_error') and the run goes on.
+    """
     from curate.measure import run
 
     with _clear_errors():
         _echo_stats(run(out=out, source=source, device=device, inductor=inductor, min_ms=min_ms,
                         max_ms=max_ms, trials=trials, warmup=warmup, timeout_s=timeout_s,
-                        workers=workers, budget_s=budget_s))
+                        workers=workers, budget_s=budget_s, compile_workers=compile_workers,
+                        gpu_mem_fraction=gpu_mem_fraction, cuda_graph=cuda_graph, profile=profile,
+                        inductor_cache=str(inductor_cache) if inductor_cache else None))
 
 
 @app.command()

@@ -3,11 +3,14 @@
 Modules (all but :mod:`.stage` import only torch and the standard library, so the GPU
 machine can run them without curate's CPU-side dependencies):
 
-- :mod:`.timing`: CUDA-event timing with an L2 flush, CPU timing, summaries;
+- :mod:`.timing`: CUDA-event timing with an L2 flush, CUDA-graph replay, CPU timing, summaries;
 - :mod:`.checks`: finiteness, determinism and input-sensitivity comparisons;
+- :mod:`.profile`: the share of a forward's GPU time in library kernels (profiler);
 - :mod:`.core`: :func:`~curate.measure.core.measure_problem`, one problem end to end;
-- :mod:`.worker`: persistent GPU worker processes with per-problem time limits;
-- :mod:`.journal`: resume support; :mod:`.stats`: rank statistics for benchmarks;
+- :mod:`.compile_ahead`: TorchInductor compiles run ahead on spare cores;
+- :mod:`.gpu_lock`: keeps timed trials alone on the GPU;
+- :mod:`.worker`: persistent worker processes (measure and compile-ahead) and their pool;
+- :mod:`.stats`: rank statistics for benchmarks;
 - :mod:`.stage`: the stage itself (polars), imported only when :func:`run` is called.
 """
 

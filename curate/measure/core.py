@@ -21,8 +21,15 @@ Order of work (a failing step stops the rest when ``stop_on_reject``):
 
 Forwards run under ``torch.no_grad()`` (inference, like KernelBench's evaluation).
 Other reasons: ``load_error`` (code, constructor or inputs fail), ``forward_error`` (the
-forward raises), ``memory`` (out of memory), ``crash`` (a CUDA error that leaves the context
-unusable; ``fatal`` is then True and the worker must be replaced).
+forward raises), ``memory`` (out of memory, on the GPU past the worker's memory limit too),
+``cuda_error`` (an illegal address, a device-side assert: the context is unusable, ``fatal``
+is then True and the worker must be replaced). The worker adds ``crash`` (the process died)
+and ``timeout``.
+
+Besides reasons, a result carries ``notes``: labels that reject nothing (``retimed``: a
+timing's coefficient of variation was high and it was timed again;
+``suspicious_speedup``: Inductor came out over 10x faster than eager and both were timed
+again; ``graph_capture_failed``).
 
 Imports only torch, the standard library and curate's torch-only modules.
 """
@@ -32,12 +39,15 @@ from __future__ import annotations
 import gc
 import time
 import traceback
+from contextlib import nullcontext
 from typing import Any
 
 import torch
 
 from curate.measure import checks
-from curate.measure.timing import L2Flush, synchronize, time_calls
+from curate.measure.profile import library_share
+from curate.measure.timing import (L2Flush, plan_trials, summarize, synchronize, time_calls,
+                                   time_cuda_graph)
 from curate.problem import ProblemLoadError, build_inputs, load_problem
 
 _FLUSH: dict[str, L2Flush] = {}
@@ -90,8 +100,19 @@ def _describe(exc: BaseException) -> str:
     return (f"{type(exc).__name__}: {exc}"[:1500] + "\n" + "".join(tb)[-1000:]).strip()
 
 
+#: Messages of CUDA errors that poison the context (every later CUDA call fails too).
+_CUDA_ERROR_MARKERS = ("illegal memory access", "illegal address", "device-side assert",
+                       "misaligned address", "illegal instruction", "unspecified launch failure",
+                       "CUDA error", "cudaError", "CUBLAS_STATUS_EXECUTION_FAILED")
+
+
 def _failure(exc: BaseException, default: str, dev: torch.device) -> _Stop:
-    """Map an exception raised by problem code to a reject reason."""
+    """Map an exception raised by problem code to a reject reason.
+
+    On CUDA a CUDA error (an illegal address, a device-side assert ...) is ``cuda_error``
+    and ``fatal``: the context is unusable, so the worker must be replaced. A failing
+    synchronize after any other error means the same.
+    """
     if isinstance(exc, _Stop):
         return exc
     msg = f"{type(exc).__name__}: {exc}"
@@ -99,10 +120,13 @@ def _failure(exc: BaseException, default: str, dev: torch.device) -> _Stop:
             or any(m in msg for m in _MEMORY_MARKERS):
         return _Stop("memory", _describe(exc))
     if dev.type == "cuda":
+        if isinstance(exc, getattr(torch, "AcceleratorError", ())) or \
+                any(m in msg for m in _CUDA_ERROR_MARKERS):
+            return _Stop("cuda_error", _describe(exc), fatal=True)
         try:
             torch.cuda.synchronize(dev)
         except Exception as sync_exc:  # the context is broken: only a fresh process recovers
-            return _Stop("crash", f"{_describe(exc)}\nthen synchronize: {sync_exc}", fatal=True)
+            return _Stop("cuda_error", f"{_describe(exc)}\nthen synchronize: {sync_exc}", fatal=True)
     return _Stop(default, _describe(exc))
 
 
@@ -122,11 +146,32 @@ def _build_model(ns: dict, init_args: list, dev: torch.device, seed: int) -> tor
     return model.to(dev)
 
 
+#: The lock timed trials hold exclusively (see :mod:`curate.measure.gpu_lock`); a worker
+#: that shares its GPU with compile-ahead workers sets it with :func:`set_gpu_lock`.
+_LOCK: Any = None
+#: Inductor faster than eager by more than this is timed again (and noted).
+SUSPICIOUS_SPEEDUP = 10.0
+#: ``cuda_graph="auto"`` also times CUDA-graph replays when the eager median is below this (ms).
+GRAPH_BELOW_MS = 0.1
+
+
+def set_gpu_lock(lock: Any) -> None:
+    """Hold ``lock.exclusive()`` around every timed section from now on (None: no lock)."""
+    global _LOCK
+    _LOCK = lock
+
+
+def _exclusive():
+    return _LOCK.exclusive if _LOCK is not None else None
+
+
 def measure_problem(code: str, input_spec: list | None = None, init_args: list | None = None, *,
                     device: str = "cpu", inductor: bool = False, compile_required: bool | None = None,
                     trials: int = 100, warmup: int = 3, min_ms: float = 0.0, max_ms: float = 10_000.0,
                     budget_s: float | None = None, seed: int = 0, checks_on: bool = True,
-                    stop_on_reject: bool = True, name: str = "problem") -> dict[str, Any]:
+                    stop_on_reject: bool = True, name: str = "problem", profile: bool | None = None,
+                    cuda_graph: str = "auto", precompile: dict | None = None,
+                    suspicious_speedup: float = SUSPICIOUS_SPEEDUP) -> dict[str, Any]:
     """Check and time one KernelBench-format problem on ``device``.
 
     Args:
@@ -144,13 +189,25 @@ def measure_problem(code: str, input_spec: list | None = None, init_args: list |
         checks_on: run the output checks (step 3).
         stop_on_reject: stop at the first failed check; otherwise keep timing and list every
             failed check in ``flags`` (benchmarks use this to time every problem).
+        profile: split one forward's GPU time into library and other kernels
+            (:mod:`curate.measure.profile`); default: on CUDA.
+        cuda_graph: ``"on"``: also time CUDA-graph replays of the eager and compiled
+            forwards; ``"auto"``: only when the eager median is under :data:`GRAPH_BELOW_MS`
+            (launch-bound problems); ``"off"``. CUDA only.
+        precompile: the compile-ahead outcome for this problem
+            (:mod:`curate.measure.compile_ahead`): when its process died or timed out
+            compiling, the compile is not tried again here (``compile_error``).
+        suspicious_speedup: eager/Inductor ratio above which both are timed again.
     Returns:
-        dict with ``reason`` (None when the problem passed), ``detail``, ``flags``, ``fatal``,
-        ``device``, ``gpu``, ``torch_version``, ``eager`` and ``compile`` (timing summaries in
-        ms or None), ``compile_seconds``, ``compile_error``, ``compile_max_abs_diff``,
-        ``peak_mem_mb``, ``seconds`` (wall seconds per step: load, checks, eager, compile,
-        compile_timing, cleanup), ``inner_seconds`` (the whole call) and ``timed_ms`` (time
-        inside timed trials, ms).
+        dict with ``reason`` (None when the problem passed), ``detail``, ``flags``, ``notes``,
+        ``fatal``, ``device``, ``gpu``, ``torch_version``, ``eager`` and ``compile`` (timing
+        summaries in ms or None), ``eager_graph``/``compile_graph`` (CUDA-graph replay
+        summaries or None), ``compile_seconds``, ``compile_error``, ``compile_max_abs_diff``,
+        ``compile_cache`` (Inductor FX-graph cache hits and misses of this compile),
+        ``peak_mem_mb``, ``profile`` (see :func:`curate.measure.profile.library_share`, or
+        None), ``seconds`` (wall seconds per step: load, checks, eager, profile, compile,
+        compile_timing, graph, cleanup), ``inner_seconds`` (the whole call), ``timed_ms``
+        (time inside timed trials, ms) and ``lock_wait_s`` (seconds waiting for the GPU).
     """
     t_enter = time.perf_counter()
     dev = torch.device(device)
@@ -159,14 +216,24 @@ def measure_problem(code: str, input_spec: list | None = None, init_args: list |
         dev = torch.device("cuda", torch.cuda.current_device())
     if compile_required is None:
         compile_required = dev.type == "cuda"
+    if profile is None:
+        profile = dev.type == "cuda"
     res: dict[str, Any] = {
-        "reason": None, "detail": "", "flags": [], "fatal": False, "device": str(dev),
+        "reason": None, "detail": "", "flags": [], "notes": [], "fatal": False, "device": str(dev),
         "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None,
         "torch_version": torch.__version__, "eager": None, "compile": None,
+        "eager_graph": None, "compile_graph": None, "graph_error": None,
         "compile_seconds": None, "compile_error": None, "compile_max_abs_diff": None,
-        "peak_mem_mb": None, "seconds": {}, "timed_ms": 0.0,
+        "compile_cache": None, "peak_mem_mb": None, "profile": None, "seconds": {},
+        "timed_ms": 0.0,
     }
+    waited0 = _LOCK.waited["exclusive"] if _LOCK is not None else 0.0
     state: dict[str, Any] = {}
+    opts = {"inductor": inductor, "compile_required": compile_required, "trials": trials,
+            "warmup": warmup, "min_ms": min_ms, "max_ms": max_ms, "budget_s": budget_s,
+            "seed": seed, "checks_on": checks_on, "profile": profile and dev.type == "cuda",
+            "cuda_graph": cuda_graph if dev.type == "cuda" else "off", "precompile": precompile,
+            "suspicious_speedup": suspicious_speedup}
 
     def flag(reason: str, detail: str) -> None:
         res["flags"].append(reason)
@@ -176,8 +243,7 @@ def measure_problem(code: str, input_spec: list | None = None, init_args: list |
             raise _Stop(reason, detail)
 
     try:
-        _run(res, state, flag, code, input_spec, init_args, dev, inductor, compile_required,
-             trials, warmup, min_ms, max_ms, budget_s, seed, checks_on, name)
+        _run(res, state, flag, code, input_spec, init_args, dev, name, opts)
     except BaseException as exc:  # untrusted code: anything it raises is a reject reason
         stop = _failure(exc, state.get("step", "forward_error"), dev)
         if stop.reason not in res["flags"]:
@@ -202,11 +268,23 @@ def measure_problem(code: str, input_spec: list | None = None, init_args: list |
                 res["fatal"] = True
         res["seconds"]["cleanup"] = time.perf_counter() - t_clean
         res["inner_seconds"] = time.perf_counter() - t_enter
+        res["lock_wait_s"] = (_LOCK.waited["exclusive"] - waited0) if _LOCK is not None else 0.0
     return res
 
 
-def _run(res, state, flag, code, input_spec, init_args, dev, inductor, compile_required,
-         trials, warmup, min_ms, max_ms, budget_s, seed, checks_on, name) -> None:
+def _timed(res: dict, key: str, fn, dev: torch.device, opts: dict, flush, max_ms=None,
+           **kw) -> dict[str, Any]:
+    """Time ``fn`` with the stage's settings; store the summary under ``res[key]``."""
+    summary = time_calls(fn, dev, opts["trials"], opts["warmup"], opts["budget_s"], flush, max_ms,
+                         lock=_exclusive(), **kw)
+    res[key] = summary
+    res["timed_ms"] += summary.get("timed_ms_total", 0.0)
+    if summary.get("retimed") and "retimed" not in res["notes"]:
+        res["notes"].append("retimed")
+    return summary
+
+
+def _run(res, state, flag, code, input_spec, init_args, dev, name, opts) -> None:
     secs = res["seconds"]
     t0 = time.perf_counter()
     state["step"] = "load_error"
@@ -216,6 +294,7 @@ def _run(res, state, flag, code, input_spec, init_args, dev, inductor, compile_r
         raise _Stop("load_error", str(exc)) from None
     init = list(init_args) if init_args is not None else list(ns["get_init_inputs"]())
     cuda = dev.type == "cuda"
+    seed = opts["seed"]
     if cuda:
         synchronize(dev)
         torch.cuda.reset_peak_memory_stats(dev)
@@ -235,28 +314,55 @@ def _run(res, state, flag, code, input_spec, init_args, dev, inductor, compile_r
     res["peak_mem_mb"] = round(max(0, peak) / 2**20, 3)
     secs["load"] = time.perf_counter() - t0
 
-    if checks_on:
+    if opts["checks_on"]:
         t = time.perf_counter()
         _checks(flag, ns, model, out, input_spec, init, dev, seed)
         secs["checks"] = time.perf_counter() - t
 
     t = time.perf_counter()
     flush = _flush_for(dev)
-    with torch.no_grad():
-        eager = time_calls(lambda: model(*inputs), dev, trials, warmup, budget_s, flush, max_ms)
-    res["eager"] = eager
-    res["timed_ms"] += eager.get("timed_ms_total", 0.0)
+
+    def forward():
+        with torch.no_grad():
+            return model(*inputs)
+
+    eager = _timed(res, "eager", forward, dev, opts, flush, opts["max_ms"])
     secs["eager"] = time.perf_counter() - t
     med = eager["median_ms"]
-    if med < min_ms:
-        flag("too_fast", f"eager median {med:.4f} ms < min_ms {min_ms}")
-    if med > max_ms:
+    if med < opts["min_ms"]:
+        flag("too_fast", f"eager median {med:.4f} ms < min_ms {opts['min_ms']}")
+    if med > opts["max_ms"]:
         est = " (warm-up estimate)" if eager.get("early_stop") else ""
-        flag("too_slow", f"eager median {med:.1f} ms{est} > max_ms {max_ms}")
+        flag("too_slow", f"eager median {med:.1f} ms{est} > max_ms {opts['max_ms']}")
 
-    if inductor:
-        _inductor(res, state, flag, model, inputs, out, dev, trials, warmup, budget_s, flush,
-                  compile_required)
+    if opts["profile"]:
+        t = time.perf_counter()
+        try:
+            res["profile"] = library_share(forward)
+        except Exception as exc:  # the profiler is a label, not a gate
+            res["profile"] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
+        secs["profile"] = time.perf_counter() - t
+
+    graph = opts["cuda_graph"] == "on" or (opts["cuda_graph"] == "auto" and med < GRAPH_BELOW_MS)
+    if graph:
+        _graph_time(res, "eager_graph", forward, dev, opts, flush)
+
+    if opts["inductor"]:
+        _inductor(res, state, flag, model, inputs, out, dev, opts, flush, graph)
+
+
+def _graph_time(res, key, fn, dev, opts, flush) -> None:
+    t = time.perf_counter()
+    try:
+        with (_LOCK.exclusive() if _LOCK is not None else nullcontext()):
+            times = time_cuda_graph(fn, plan_trials(None, opts["trials"], 0), flush, dev)
+        res[key] = summarize(times)
+        res["timed_ms"] += sum(times)
+    except RuntimeError as exc:
+        res["graph_error"] = str(exc)
+        if "graph_capture_failed" not in res["notes"]:
+            res["notes"].append("graph_capture_failed")
+    res["seconds"]["graph"] = res["seconds"].get("graph", 0.0) + time.perf_counter() - t
 
 
 def _checks(flag, ns, model, out, input_spec, init, dev, seed) -> None:
@@ -280,16 +386,31 @@ def _checks(flag, ns, model, out, input_spec, init, dev, seed) -> None:
     del other, out_b
 
 
-def _inductor(res, state, flag, model, inputs, out, dev, trials, warmup, budget_s, flush,
-              compile_required) -> None:
+def _cache_counts() -> dict[str, int]:
+    from torch._dynamo.utils import counters
+
+    c = counters["inductor"]
+    return {"hit": int(c.get("fxgraph_cache_hit", 0)), "miss": int(c.get("fxgraph_cache_miss", 0))}
+
+
+def _inductor(res, state, flag, model, inputs, out, dev, opts, flush, graph) -> None:
     import torch._dynamo
     import torch._inductor.config as inductor_config
 
     secs = res["seconds"]
+    pre = opts.get("precompile") or {}
+    if pre.get("status") in ("crash", "timeout"):
+        # the compile already killed or hung a process: do not risk this one
+        detail = f"compile-ahead {pre['status']}: {pre.get('detail', '')}"[:2000]
+        res["compile_error"] = detail
+        if opts["compile_required"]:
+            flag("compile_error", detail)
+        return
     if dev.type == "cpu":
         # compile in-process: worker pools misbehave under the sandbox's address-space limit
         inductor_config.compile_threads = 1
     torch._dynamo.reset()
+    before = _cache_counts()
     t = time.perf_counter()
     try:
         compiled = torch.compile(model)
@@ -302,16 +423,34 @@ def _inductor(res, state, flag, model, inputs, out, dev, trials, warmup, budget_
             raise stop from None
         res["compile_error"] = stop.detail
         secs["compile"] = time.perf_counter() - t
-        if compile_required:
+        if opts["compile_required"]:
             flag("compile_error", stop.detail)
         return
     res["compile_seconds"] = time.perf_counter() - t
     secs["compile"] = res["compile_seconds"]
+    after = _cache_counts()
+    res["compile_cache"] = {k: after[k] - before[k] for k in after}
     res["compile_max_abs_diff"] = checks.max_abs_diff(out, out_c)
     del out_c
+
+    def forward():
+        with torch.no_grad():
+            return compiled(*inputs)
+
     t = time.perf_counter()
-    with torch.no_grad():
-        comp = time_calls(lambda: compiled(*inputs), dev, trials, warmup, budget_s, flush)
-    res["compile"] = comp
-    res["timed_ms"] += comp.get("timed_ms_total", 0.0)
+    comp = _timed(res, "compile", forward, dev, opts, flush)
+    eager = res["eager"]
+    if comp["median_ms"] > 0 and eager["median_ms"] / comp["median_ms"] > opts["suspicious_speedup"]:
+        # an outsized speedup must survive a second, full-length timing of both sides
+        res["notes"].append("suspicious_speedup")
+        full = dict(opts, budget_s=max(opts["budget_s"] or 0.0, 1.0))
+
+        def eager_forward():
+            with torch.no_grad():
+                return model(*inputs)
+
+        _timed(res, "eager", eager_forward, dev, full, flush, cv_max=None)
+        _timed(res, "compile", forward, dev, full, flush, cv_max=None)
     secs["compile_timing"] = time.perf_counter() - t
+    if graph:
+        _graph_time(res, "compile_graph", forward, dev, opts, flush)

@@ -18,10 +18,20 @@ Columns added (times in ms): ``eager_ms`` (median), ``eager_mean_ms``, ``eager_s
 ``compile_std_ms``, ``compile_seconds`` (first compiled call, s), ``inductor_speedup``
 (``eager_ms / compile_ms``), ``compile_error``, ``gpu``, ``device``, ``torch_version``,
 ``peak_mem_mb`` (MiB above the process's baseline: CUDA allocator peak on the GPU, resident
-set high-water mark on the CPU), ``trials`` (timed eager trials), ``measure_seconds``.
+set high-water mark on the CPU), ``trials`` (timed eager trials), ``measure_seconds``,
+``eager_cv`` and ``compile_cv`` (coefficients of variation of the trials),
+``eager_graph_ms``/``compile_graph_ms`` (CUDA-graph replay medians, for launch-bound
+problems), ``library_share`` (share of one forward's GPU time in cuBLAS/cuDNN/CUTLASS-style
+library kernels, from the profiler), ``kernels`` (GPU kernels one eager forward runs),
+``compile_cache_hit`` (the measure worker's compile was an Inductor cache hit, thanks to
+compile-ahead) and ``measure_notes`` (comma-separated labels that reject nothing:
+``retimed``, ``suspicious_speedup``, ``graph_capture_failed``).
 
-Reject reasons: see :mod:`curate.measure.core`, plus ``timeout``/``memory``/``crash`` from
-the isolating process and ``load_error`` for an unreadable input spec.
+Reject reasons: see :mod:`curate.measure.core` (``cuda_error`` for an illegal address or a
+device-side assert, ``memory`` past the worker's memory limit ...), plus ``timeout``/
+``crash`` from the isolating process (a hang, a segfault) and ``load_error`` for an
+unreadable input spec. On CUDA, compile-ahead workers (:mod:`curate.measure.compile_ahead`)
+compile the next problems on the spare cores while the measure worker times alone.
 The stage resumes from ``OUT/measure/_journal.jsonl`` when restarted with equal settings.
 """
 
@@ -46,8 +56,10 @@ CPU_MEM_MB = 8192
 
 FLOAT_COLUMNS = ("eager_ms", "eager_mean_ms", "eager_std_ms", "eager_p10_ms", "eager_p90_ms",
                  "compile_ms", "compile_std_ms", "compile_seconds", "inductor_speedup",
-                 "peak_mem_mb", "measure_seconds")
-STRING_COLUMNS = ("compile_error", "gpu", "device", "torch_version")
+                 "peak_mem_mb", "measure_seconds", "eager_cv", "compile_cv", "eager_graph_ms",
+                 "compile_graph_ms", "library_share")
+STRING_COLUMNS = ("compile_error", "gpu", "device", "torch_version", "measure_notes")
+INT_COLUMNS = ("trials", "kernels")
 
 
 def resolve_device(device: str) -> str:
@@ -73,6 +85,8 @@ def result_columns(res: dict[str, Any]) -> dict[str, Any]:
     """The columns this stage adds, from a :func:`measure_problem` result."""
     eager, comp = res.get("eager") or {}, res.get("compile") or {}
     e_ms, c_ms = eager.get("median_ms"), comp.get("median_ms")
+    prof = res.get("profile") or {}
+    cache = res.get("compile_cache") or {}
     return {
         "eager_ms": e_ms, "eager_mean_ms": eager.get("mean_ms"), "eager_std_ms": eager.get("std_ms"),
         "eager_p10_ms": eager.get("p10_ms"), "eager_p90_ms": eager.get("p90_ms"),
@@ -84,6 +98,12 @@ def result_columns(res: dict[str, Any]) -> dict[str, Any]:
         "peak_mem_mb": res.get("peak_mem_mb"),
         "trials": int(eager["n"]) if eager.get("n") is not None else None,
         "measure_seconds": res.get("wall_seconds", sum((res.get("seconds") or {}).values())),
+        "eager_cv": eager.get("cv"), "compile_cv": comp.get("cv"),
+        "eager_graph_ms": (res.get("eager_graph") or {}).get("median_ms"),
+        "compile_graph_ms": (res.get("compile_graph") or {}).get("median_ms"),
+        "library_share": prof.get("library_share"), "kernels": prof.get("kernels"),
+        "compile_cache_hit": (cache.get("hit", 0) > 0) if cache else None,
+        "measure_notes": ",".join(res.get("notes") or []) or None,
     }
 
 
@@ -92,19 +112,24 @@ def _typed(rows: list[dict[str, Any]], like: pl.DataFrame) -> pl.DataFrame:
         schema = dict(like.schema)
         schema.update({c: pl.Float64 for c in FLOAT_COLUMNS})
         schema.update({c: pl.String for c in STRING_COLUMNS})
-        schema["trials"] = pl.Int64
+        schema.update({c: pl.Int64 for c in INT_COLUMNS})
+        schema["compile_cache_hit"] = pl.Boolean
         return pl.DataFrame(schema=schema)
     df = pl.DataFrame(rows, infer_schema_length=None)
     casts = [pl.col(c).cast(pl.Float64) for c in FLOAT_COLUMNS if c in df.columns]
     casts += [pl.col(c).cast(pl.String) for c in STRING_COLUMNS if c in df.columns]
-    casts += [pl.col("trials").cast(pl.Int64)] if "trials" in df.columns else []
+    casts += [pl.col(c).cast(pl.Int64) for c in INT_COLUMNS if c in df.columns]
+    casts += [pl.col("compile_cache_hit").cast(pl.Boolean)] if "compile_cache_hit" in df.columns else []
     return df.with_columns(casts)
 
 
 def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
         inductor: bool | None = None, min_ms: float = 0.0, max_ms: float = 10_000.0,
         trials: int = 100, warmup: int = 3, timeout_s: float = 300.0, workers: int | None = None,
-        budget_s: float | None = None, mem_mb: int = CPU_MEM_MB) -> dict[str, Any]:
+        budget_s: float | None = None, mem_mb: int = CPU_MEM_MB,
+        compile_workers: int | None = None, gpu_mem_fraction: float | None = None,
+        cuda_graph: str = "auto", profile: bool | None = None,
+        inductor_cache: str | None = None) -> dict[str, Any]:
     """Measure ``OUT/diversify`` (or ``source``) into ``OUT/measure``; return the stage stats.
 
     Args:
@@ -112,11 +137,21 @@ def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
         inductor: time TorchInductor too (default: on CUDA yes, on CPU no).
         min_ms, max_ms: eager median band (ms); outside it a row is ``too_fast``/``too_slow``.
         trials, warmup: timed trials and warm-ups per timed callable; trials are cut to fit
-            ``budget_s`` seconds (default 10 s on CUDA, 1 s on the CPU, at least 3 trials).
+            ``budget_s`` seconds (default 0.25 s on CUDA, 1 s on the CPU), but never below 10
+            on CUDA (3 on the CPU); a timing whose coefficient of variation exceeds 0.1 is
+            repeated once (CUDA).
         timeout_s: wall-clock seconds per row (all checks, timings and the compile).
-        workers: CUDA: persistent workers (default one per GPU); CPU: concurrent sandboxed
+        workers: CUDA: measure workers (default one per GPU); CPU: concurrent sandboxed
             measurements (default 1, for timing fidelity).
         mem_mb: address-space budget of a CPU measurement process (MiB).
+        compile_workers: CUDA: compile-ahead workers per GPU (default: the spare cores, at
+            most 8; 0 turns compile-ahead off).
+        gpu_mem_fraction: CUDA: share of the GPU's memory the measure worker may allocate
+            (default 0.5 beside compile-ahead workers, else 0.9); past it a row is ``memory``.
+        cuda_graph: CUDA: ``auto`` also times CUDA-graph replays of launch-bound problems
+            (eager median under 0.1 ms), ``on`` of every problem, ``off`` of none.
+        profile: CUDA: profile one forward for ``library_share`` (default on).
+        inductor_cache: folder for Inductor's and Triton's caches (default torch's own).
     Raises:
         ValueError: bad ``device`` (see :func:`resolve_device`).
         FileNotFoundError: no input table.
@@ -129,8 +164,13 @@ def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
     rows = df.to_dicts()
     rejects = Rejections("measure")
 
+    if cuda_graph not in ("auto", "on", "off"):
+        raise ValueError(f"cuda_graph must be 'auto', 'on' or 'off', got {cuda_graph!r}")
+    if gpu_mem_fraction is not None and not 0.0 < gpu_mem_fraction <= 1.0:
+        raise ValueError(f"gpu_mem_fraction must be in (0, 1], got {gpu_mem_fraction}")
     settings = {"device": dev, "inductor": inductor, "min_ms": min_ms, "max_ms": max_ms,
-                "trials": trials, "warmup": warmup, "budget_s": budget_s, "timeout_s": timeout_s}
+                "trials": trials, "warmup": warmup, "budget_s": budget_s, "timeout_s": timeout_s,
+                "cuda_graph": cuda_graph, "profile": profile, "gpu_mem_fraction": gpu_mem_fraction}
     journal = Journal(stage_dir(out, "measure") / "_journal.jsonl", settings)
     jobs: list[tuple[int, str, dict[str, Any]]] = []  # row index, journal key, task
     results: dict[int, dict[str, Any]] = {}
@@ -150,14 +190,16 @@ def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
         task = dict(code=row.get("code") or "", input_spec=spec, init_args=init,
                     device="cuda" if cuda else "cpu", inductor=inductor, trials=trials,
                     warmup=warmup, min_ms=min_ms, max_ms=max_ms, budget_s=budget_s,
-                    name=str(row.get("problem_id") or i))
+                    cuda_graph=cuda_graph, profile=profile, name=str(row.get("problem_id") or i))
         jobs.append((i, key, task))
 
     extra: dict[str, Any] = {"device": dev, "inductor": inductor, "band_ms": [min_ms, max_ms],
                              "trials": trials, "warmup": warmup, "resumed": journal.resumed}
     if jobs:
         if cuda:
-            _measure_gpu(jobs, dev, workers, timeout_s, journal, results, extra)
+            pool_opts = {"compile_workers": compile_workers, "gpu_mem_fraction": gpu_mem_fraction,
+                         "inductor_cache": inductor_cache, "warm_inductor": inductor}
+            _measure_gpu(jobs, dev, workers, timeout_s, journal, results, extra, pool_opts)
         else:
             _measure_cpu(jobs, workers, timeout_s, mem_mb, journal, results)
 
@@ -204,14 +246,14 @@ def _measure_cpu(jobs, workers, timeout_s, mem_mb, journal, results) -> None:
         _record(journal, results, i, key, res)
 
 
-def _measure_gpu(jobs, dev, workers, timeout_s, journal, results, extra) -> None:
+def _measure_gpu(jobs, dev, workers, timeout_s, journal, results, extra, pool_opts) -> None:
     from curate.measure.worker import WorkerPool, gpu_slots
 
     if ":" in dev:
         envs = [gpu_slots(None)[int(dev.split(":")[1])]]
     else:
         envs = gpu_slots(workers)
-    pool = WorkerPool(envs, device="cuda", timeout_s=timeout_s)
+    pool = WorkerPool(envs, device="cuda", timeout_s=timeout_s, **pool_opts)
     try:
         tasks = [task for _, _, task in jobs]
         for j, res in progress(pool.map(tasks), len(tasks), "measure"):
@@ -222,3 +264,7 @@ def _measure_gpu(jobs, dev, workers, timeout_s, journal, results, extra) -> None
     extra["workers"] = len(envs)
     extra["gpus"] = sorted({r["gpu"] for r in results.values() if r.get("gpu")})
     extra["worker_start_seconds"] = [round(s, 2) for s in pool.start_seconds]
+    extra["compile_workers"] = sum(len(c) for c in pool.compilers)
+    extra["compile_ahead"] = dict(pool.compile_ahead)
+    extra["compile_cache_hits"] = sum(1 for r in results.values()
+                                      if (r.get("compile_cache") or {}).get("hit"))

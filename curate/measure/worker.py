@@ -1,19 +1,27 @@
-"""Persistent measurement workers for the GPU.
+"""Persistent measurement workers for the GPU, and the pool that feeds them.
 
 A fresh process that touches CUDA pays several seconds (5.5 s on the H100 machine, see
-DESIGN.md section 5) before its first kernel, so the GPU path keeps one *spawned* worker
-process per GPU alive across problems: it imports torch, initialises CUDA and allocates the
-L2-flush buffer once, then runs :func:`curate.measure.core.measure_problem` for each task
-it receives over a pipe.
+DESIGN.md section 5) before its first kernel, so the GPU path keeps *spawned* worker
+processes alive across problems: each imports torch, initialises CUDA and allocates the
+L2-flush buffer once, then answers tasks over a pipe. Two roles:
 
-Isolation: each task has a wall-clock limit. When the worker dies (segfault, ``os._exit``,
+- ``measure``: one per GPU; runs :func:`curate.measure.core.measure_problem` (checks and
+  timed trials). It is the only process that times on its GPU, and holds the GPU lock
+  exclusively while it does (:mod:`curate.measure.gpu_lock`).
+- ``compile``: a few per GPU, on the remaining CPU cores; run
+  :func:`curate.measure.compile_ahead.precompile` on the problems the measure worker will
+  take next, so its TorchInductor compiles hit the on-disk caches.
+
+Isolation: each task has a wall-clock limit. When a worker dies (segfault, ``os._exit``,
 a CUDA error that breaks the context: ``fatal`` results) or overruns the limit, its whole
 process group is killed, the task gets a ``crash`` or ``timeout`` result, and the next task
-starts a fresh worker. There is no address-space limit (the CUDA driver reserves huge
-ranges); CUDA out-of-memory errors are caught inside the worker as ``memory``.
+starts a fresh worker. GPU memory: each worker's CUDA caching allocator is capped at a share
+of the device (``torch.cuda.set_per_process_memory_fraction``), so an allocation past it is
+an out-of-memory error inside that worker (a ``memory`` result), not a starved neighbour;
+on the CPU an address-space limit does the same.
 
-Imports only the standard library here; the worker process itself imports torch and
-curate's torch-only modules (``curate.problem``, ``curate.measure.core``), nothing else.
+Imports only the standard library here; the worker processes import torch and curate's
+torch-only modules (``curate.problem``, ``curate.measure.*``), nothing else.
 """
 
 from __future__ import annotations
@@ -56,20 +64,38 @@ class WorkerStartError(RuntimeError):
     """A worker process failed to start or to initialise its device."""
 
 
-def dead_result(reason: str, detail: str, device: str, wall_seconds: float = 0.0) -> dict[str, Any]:
-    """A :func:`~curate.measure.core.measure_problem`-shaped result for a task whose
-    process died or timed out."""
-    return {"reason": reason, "detail": detail, "flags": [reason], "fatal": True, "device": device,
-            "gpu": None, "torch_version": None, "eager": None, "compile": None,
-            "compile_seconds": None, "compile_error": None, "compile_max_abs_diff": None,
-            "peak_mem_mb": None, "seconds": {}, "timed_ms": 0.0, "wall_seconds": wall_seconds}
+def dead_result(reason: str, detail: str, device: str, wall_seconds: float = 0.0,
+                role: str = "measure") -> dict[str, Any]:
+    """The result of a task whose process died or timed out: shaped like
+    :func:`~curate.measure.core.measure_problem`'s (``role="measure"``) or
+    :func:`~curate.measure.compile_ahead.precompile`'s (``role="compile"``)."""
+    if role == "compile":
+        return {"status": reason, "detail": detail, "seconds": wall_seconds, "cache": None,
+                "fatal": True}
+    return {"reason": reason, "detail": detail, "flags": [reason], "notes": [], "fatal": True,
+            "device": device, "gpu": None, "torch_version": None, "eager": None, "compile": None,
+            "eager_graph": None, "compile_graph": None, "compile_seconds": None,
+            "compile_error": None, "compile_max_abs_diff": None, "compile_cache": None,
+            "peak_mem_mb": None, "profile": None, "seconds": {}, "timed_ms": 0.0,
+            "wall_seconds": wall_seconds}
 
 
-def _serve(conn, device: str, env: dict[str, str], quiet: bool, mem_mb: int | None) -> None:
+def _serve(conn, device: str, env: dict[str, str], quiet: bool, mem_mb: int | None,
+           role: str = "measure", lock_path: str | None = None,
+           gpu_mem_fraction: float | None = None, cpus: list[int] | None = None,
+           warm_inductor: bool = False) -> None:
     """Worker process main loop: initialise, then answer tasks until told to stop."""
     os.setsid()  # own process group: a kill also reaches compiler subprocesses
     _die_with_parent()
     os.environ.update(env)
+    if role == "compile":
+        # one core each: several compile-ahead workers share the machine's cores
+        os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+    if cpus:
+        try:
+            os.sched_setaffinity(0, cpus)
+        except (AttributeError, OSError):
+            pass
     if quiet:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 1)
@@ -77,7 +103,9 @@ def _serve(conn, device: str, env: dict[str, str], quiet: bool, mem_mb: int | No
     try:
         import torch
 
-        from curate.measure.core import _flush_for, measure_problem
+        from curate.measure import core
+        from curate.measure.compile_ahead import precompile
+        from curate.measure.gpu_lock import GpuLock
         from curate.problem import assemble
 
         dev = torch.device(device)
@@ -85,18 +113,35 @@ def _serve(conn, device: str, env: dict[str, str], quiet: bool, mem_mb: int | No
             dev = torch.device("cuda", 0)  # the first of the devices CUDA_VISIBLE_DEVICES shows
         if mem_mb is not None and dev.type == "cpu":
             _limit_address_space(mem_mb)
+        if role == "compile":
+            torch.set_num_threads(1)
+        lock = GpuLock(lock_path) if lock_path else None
         info: dict[str, Any] = {"pid": os.getpid(), "torch_version": torch.__version__,
-                                "device": str(dev), "gpu": None}
+                                "device": str(dev), "gpu": None, "role": role}
         if dev.type == "cuda":
             torch.cuda.set_device(dev)
             torch.empty(1, device=dev)  # create the context now, not inside the first task
-            _flush_for(dev)
+            if gpu_mem_fraction is not None:
+                torch.cuda.set_per_process_memory_fraction(gpu_mem_fraction, dev)
             info["gpu"] = torch.cuda.get_device_name(dev)
+            info["gpu_mem_limit_mb"] = round(
+                torch.cuda.get_device_properties(dev).total_memory * (gpu_mem_fraction or 1.0) / 2**20)
         # one small problem through the whole path: cuBLAS/cuDNN handles, lazy imports and
-        # cold code pages are paid here (start time), not by the first real problem
-        warm = measure_problem(assemble(WARMUP_SOURCE, WARMUP_SPEC, []), WARMUP_SPEC, [],
-                               device=str(dev), trials=3, warmup=1)
-        info["warmup_reason"] = warm["reason"]
+        # cold code pages (and with warm_inductor the first, slowest Inductor compile) are
+        # paid here (start time), not by the first real problem
+        warm_code = assemble(WARMUP_SOURCE, WARMUP_SPEC, [])
+        if role == "compile":
+            warm = precompile(warm_code, WARMUP_SPEC, [], device=str(dev), lock=lock)
+            info["warmup_reason"] = None if warm["status"] == "ok" else warm["detail"][:300]
+            handler = lambda task: precompile(**task, lock=lock)  # noqa: E731
+        else:
+            if dev.type == "cuda":
+                core._flush_for(dev)
+            warm = core.measure_problem(warm_code, WARMUP_SPEC, [], device=str(dev), trials=3,
+                                        warmup=1, inductor=warm_inductor, profile=False)
+            info["warmup_reason"] = warm["reason"]
+            core.set_gpu_lock(lock)
+            handler = lambda task: core.measure_problem(**task)  # noqa: E731
         conn.send(("ready", info))
     except BaseException as exc:
         try:
@@ -111,7 +156,7 @@ def _serve(conn, device: str, env: dict[str, str], quiet: bool, mem_mb: int | No
         if task is None:
             break
         saved = _torch_globals()
-        result = measure_problem(**task)
+        result = handler(task)
         try:
             _restore_torch_globals(saved)
         except Exception:  # state we cannot put back: let a fresh worker take the next task
@@ -203,24 +248,41 @@ def _limit_address_space(mem_mb: int) -> None:
 
 
 class PersistentWorker:
-    """One long-lived measurement process, restarted after a crash, fatal error or timeout.
+    """One long-lived worker process, restarted after a crash, fatal error or timeout.
 
     Args:
-        device: the device the worker measures on (``cuda``, ``cuda:1`` or ``cpu``).
+        device: the device the worker uses (``cuda``, ``cuda:1`` or ``cpu``).
         env: environment variables set in the worker before torch touches the device
-            (e.g. ``CUDA_VISIBLE_DEVICES``).
+            (e.g. ``CUDA_VISIBLE_DEVICES``, Inductor's cache folders).
         quiet: send the worker's stdout/stderr to /dev/null (problem code prints).
         mem_mb: on the CPU, an address-space limit (MiB) so a huge problem fails with a
             ``memory`` result instead of exhausting the machine; ignored on CUDA.
+        role: ``measure`` (:func:`curate.measure.core.measure_problem` tasks) or ``compile``
+            (:func:`curate.measure.compile_ahead.precompile` tasks).
+        lock_path: the GPU lock file shared with the other workers of this GPU (None: none).
+        gpu_mem_fraction: share of the GPU's memory this worker's allocator may hold (None:
+            no cap).
+        cpus: CPU cores to pin the worker to (None: any).
+        warm_inductor: also compile the warm-up problem at start (measure role).
     """
 
     def __init__(self, device: str = "cuda", env: dict[str, str] | None = None, quiet: bool = True,
-                 ready_timeout_s: float = READY_TIMEOUT_S, mem_mb: int | None = 8192):
+                 ready_timeout_s: float = READY_TIMEOUT_S, mem_mb: int | None = 8192,
+                 role: str = "measure", lock_path: str | None = None,
+                 gpu_mem_fraction: float | None = None, cpus: list[int] | None = None,
+                 warm_inductor: bool = False):
+        if role not in ("measure", "compile"):
+            raise ValueError(f"role must be 'measure' or 'compile', got {role!r}")
         self.device = device
         self.mem_mb = mem_mb
         self.env = dict(env or {})
         self.quiet = quiet
         self.ready_timeout_s = ready_timeout_s
+        self.role = role
+        self.lock_path = lock_path
+        self.gpu_mem_fraction = gpu_mem_fraction
+        self.cpus = cpus
+        self.warm_inductor = warm_inductor
         self.proc = None
         self.conn = None
         self.info: dict[str, Any] | None = None
@@ -234,7 +296,7 @@ class PersistentWorker:
 
     def start(self) -> dict[str, Any]:
         """Start the worker process (if not running) and return its info
-        (``pid``, ``torch_version``, ``device``, ``gpu``).
+        (``pid``, ``torch_version``, ``device``, ``gpu``, ``role``).
 
         Raises:
             WorkerStartError: it died or did not report ready within ``ready_timeout_s``.
@@ -245,8 +307,10 @@ class PersistentWorker:
         t = time.monotonic()
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe()
-        proc = ctx.Process(target=_serve, args=(child, self.device, self.env, self.quiet, self.mem_mb),
-                           name="curate-measure-worker")
+        proc = ctx.Process(target=_serve, args=(child, self.device, self.env, self.quiet, self.mem_mb,
+                                                self.role, self.lock_path, self.gpu_mem_fraction,
+                                                self.cpus, self.warm_inductor),
+                           name=f"curate-{self.role}-worker")
         proc.start()
         child.close()
         self.proc, self.conn = proc, parent
@@ -260,13 +324,13 @@ class PersistentWorker:
         if not msg or msg[0] != "ready":
             detail = msg[1] if msg else ("no answer" if not ready else "exited during start")
             self.close()
-            raise WorkerStartError(f"measurement worker on {self.device}: {detail}")
+            raise WorkerStartError(f"{self.role} worker on {self.device}: {detail}")
         self.info = msg[1]
         self.start_seconds.append(time.monotonic() - t)
         return self.info
 
     def measure(self, task: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        """Run ``measure_problem(**task)`` in the worker with a wall-clock limit.
+        """Run one task in the worker with a wall-clock limit.
 
         Returns:
             The worker's result, or :func:`dead_result` with reason ``timeout`` or ``crash``.
@@ -279,7 +343,8 @@ class PersistentWorker:
             self.conn.send(task)
         except (OSError, BrokenPipeError) as exc:
             self.close()
-            return dead_result("crash", f"worker pipe broken: {exc}", self.device, time.monotonic() - t)
+            return dead_result("crash", f"worker pipe broken: {exc}", self.device,
+                               time.monotonic() - t, self.role)
         ready = mpc.wait([self.conn, self.proc.sentinel], timeout=timeout_s)
         if self.conn in ready:
             try:
@@ -293,11 +358,11 @@ class PersistentWorker:
         if not ready:
             self.close()
             return dead_result("timeout", f"no result after {timeout_s:.0f} s", self.device,
-                               time.monotonic() - t)
+                               time.monotonic() - t, self.role)
         self.proc.join(5)
         code = self.proc.exitcode
         self.close()
-        return dead_result("crash", _death(code), self.device, time.monotonic() - t)
+        return dead_result("crash", _death(code), self.device, time.monotonic() - t, self.role)
 
     def close(self) -> None:
         """Stop the worker (politely, then by killing its process group)."""
@@ -336,70 +401,175 @@ def gpu_slots(workers: int | None = None) -> list[dict[str, str]]:
     return [{"CUDA_VISIBLE_DEVICES": ids[k % len(ids)]} for k in range(n)]
 
 
+def default_compile_workers(gpus: int, cores: int | None = None) -> int:
+    """Compile-ahead workers per GPU by default: the cores left after one for the stage's
+    own process and two per measure worker, at most 8 per GPU; 0 on small machines."""
+    cores = cores or os.cpu_count() or 1
+    spare = cores - 1 - 2 * gpus
+    return max(0, min(8, spare // max(1, gpus))) if spare >= 2 else 0
+
+
+#: Share of a GPU's memory for its measure worker when compile-ahead workers share the GPU
+#: (they split :data:`COMPILE_MEM_SHARE`); alone, the measure worker may use 90%.
+MEASURE_MEM_SHARE = 0.5
+COMPILE_MEM_SHARE = 0.4
+ALONE_MEM_SHARE = 0.9
+
+
 class WorkerPool:
-    """Persistent workers measuring a list of tasks in parallel, one thread feeding each.
+    """Measure a list of tasks: one measure worker per environment (GPU), fed by threads,
+    with optional compile-ahead workers per GPU that compile the next problems first.
 
     Args:
-        envs: one environment per worker (see :func:`gpu_slots`); ``[{}]`` for a single
-            worker that inherits the environment.
-        device: the device each worker measures on (``cuda`` after ``CUDA_VISIBLE_DEVICES``).
-        timeout_s: wall-clock limit per task.
+        envs: one environment per measure worker (see :func:`gpu_slots`); ``[{}]`` for a
+            single worker that inherits the environment.
+        device: the device each worker uses (``cuda`` after ``CUDA_VISIBLE_DEVICES``).
+        timeout_s: wall-clock limit per task (measure and compile-ahead alike).
+        compile_workers: compile-ahead workers per measure worker; used for tasks with
+            ``inductor`` set. None: :func:`default_compile_workers` on CUDA, 0 on the CPU.
+        gpu_mem_fraction: the measure worker's share of its GPU's memory (None: 0.5 beside
+            compile-ahead workers, 0.9 alone); compile-ahead workers split 0.4.
+        inductor_cache: a folder for Inductor's and Triton's caches shared by the workers
+            (None: torch's default, which persists between runs).
+        pin_cpus: pin measure workers to two cores each and compile-ahead workers to the
+            rest (on machines with at least 8 cores).
     """
 
     def __init__(self, envs: list[dict[str, str]], device: str = "cuda", timeout_s: float = 300.0,
-                 quiet: bool = True, mem_mb: int | None = 8192):
-        self.workers = [PersistentWorker(device, env, quiet, mem_mb=mem_mb) for env in envs]
+                 quiet: bool = True, mem_mb: int | None = 8192, compile_workers: int | None = None,
+                 gpu_mem_fraction: float | None = None, inductor_cache: str | None = None,
+                 pin_cpus: bool = True, warm_inductor: bool = False):
+        import tempfile
+
+        cuda = device.startswith("cuda")
+        if compile_workers is None:
+            compile_workers = default_compile_workers(len(envs)) if cuda else 0
         self.device = device
         self.timeout_s = timeout_s
+        self._lock_dir = tempfile.mkdtemp(prefix="curate-gpu-lock-")
+        extra_env = {}
+        if inductor_cache:
+            extra_env = {"TORCHINDUCTOR_CACHE_DIR": str(inductor_cache),
+                         "TRITON_CACHE_DIR": os.path.join(str(inductor_cache), "triton")}
+        cores = os.cpu_count() or 1
+        pin = pin_cpus and cores >= 8
+        rest = list(range(2 * len(envs), cores)) if pin else None
+        self.workers: list[PersistentWorker] = []
+        self.compilers: list[list[PersistentWorker]] = []
+        for g, env in enumerate(envs):
+            env = {**env, **extra_env}
+            lock = os.path.join(self._lock_dir, f"gpu{g}.lock") if cuda and compile_workers else None
+            share = (MEASURE_MEM_SHARE if compile_workers else ALONE_MEM_SHARE) \
+                if gpu_mem_fraction is None else gpu_mem_fraction
+            self.workers.append(PersistentWorker(
+                device, env, quiet, mem_mb=mem_mb, lock_path=lock,
+                gpu_mem_fraction=share if cuda else None, cpus=[2 * g, 2 * g + 1] if pin else None,
+                warm_inductor=warm_inductor))
+            self.compilers.append([PersistentWorker(
+                device, env, quiet, mem_mb=mem_mb, role="compile", lock_path=lock,
+                gpu_mem_fraction=(COMPILE_MEM_SHARE / compile_workers) if cuda else None, cpus=rest)
+                for _ in range(compile_workers)])
+        #: compile-ahead outcomes by status, and FX-graph cache hits of the measure workers
+        self.compile_ahead: dict[str, int] = {}
 
     @property
     def start_seconds(self) -> list[float]:
         return [s for w in self.workers for s in w.start_seconds]
 
     @property
+    def compile_start_seconds(self) -> list[float]:
+        return [s for ws in self.compilers for w in ws for s in w.start_seconds]
+
+    @property
     def infos(self) -> list[dict[str, Any]]:
         return [w.info for w in self.workers if w.info]
 
     def map(self, tasks: Iterable[dict[str, Any]]) -> Iterator[tuple[int, dict[str, Any]]]:
-        """Measure ``tasks``; yield ``(index, result)`` in completion order. A worker that
-        cannot (re)start gives its task a ``crash`` result and stops taking tasks."""
-        todo: queue.Queue = queue.Queue()
-        n = 0
-        for n, task in enumerate(tasks, 1):
-            todo.put((n - 1, task))
+        """Measure ``tasks``; yield ``(index, result)`` in completion order.
+
+        Tasks with ``inductor`` set pass through a compile-ahead worker first (when the pool
+        has any); the measure workers take whichever task is ready. A worker that cannot
+        (re)start gives its task a ``crash`` result and stops taking tasks (the last one of
+        each kind keeps trying, so no task is left unanswered).
+        """
+        items = list(enumerate(tasks))
+        ready: queue.Queue = queue.Queue()
+        to_compile: queue.Queue = queue.Queue()
+        compilers = [w for ws in self.compilers for w in ws]
+        for i, task in items:
+            (to_compile if compilers and task.get("inductor") else ready).put((i, task))
+        n_compile = to_compile.qsize()
         done: queue.Queue = queue.Queue()
         lock = threading.Lock()
-        active = [len(self.workers)]
+        active = {"measure": len(self.workers), "compile": len(compilers)}
+        remaining = [len(items)]
+        compiled = [0]
 
-        def feed(worker: PersistentWorker) -> None:
+        def give_up(kind: str) -> bool:
+            with lock:
+                if active[kind] > 1:
+                    active[kind] -= 1
+                    return True
+            return False
+
+        def compile_feed(worker: PersistentWorker) -> None:
             while True:
                 try:
-                    i, task = todo.get_nowait()
+                    i, task = to_compile.get_nowait()
                 except queue.Empty:
                     break
+                try:
+                    pre = worker.measure(task, self.timeout_s)
+                except WorkerStartError as exc:
+                    pre = {"status": "unavailable", "detail": str(exc)}
+                    ready.put((i, {**task, "precompile": pre}))
+                    if give_up("compile"):
+                        break
+                    continue
+                except BaseException as exc:
+                    pre = {"status": "unavailable", "detail": f"{type(exc).__name__}: {exc}"}
+                with lock:
+                    self.compile_ahead[pre["status"]] = self.compile_ahead.get(pre["status"], 0) + 1
+                    compiled[0] += 1
+                ready.put((i, {**task, "precompile": {k: pre.get(k) for k in ("status", "detail",
+                                                                               "seconds", "cache")}}))
+            worker.close()
+
+        def measure_feed(worker: PersistentWorker) -> None:
+            while True:
+                with lock:
+                    if remaining[0] == 0:
+                        break
+                    remaining[0] -= 1
+                i, task = ready.get()
                 try:
                     result = worker.measure(task, self.timeout_s)
                 except WorkerStartError as exc:
                     done.put((i, dead_result("crash", str(exc), self.device)))
-                    with lock:
-                        if active[0] > 1:  # leave the rest to the workers that do start
-                            active[0] -= 1
-                            break
-                    continue  # the last worker keeps trying so no task is left unanswered
+                    if give_up("measure"):
+                        break
+                    continue
                 except BaseException as exc:  # never leave a task unanswered
                     done.put((i, dead_result("crash", f"{type(exc).__name__}: {exc}", self.device)))
                     continue
+                if task.get("precompile"):
+                    result["precompile"] = task["precompile"]
                 done.put((i, result))
             worker.close()
 
-        threads = [threading.Thread(target=feed, args=(w,), daemon=True) for w in self.workers]
+        threads = [threading.Thread(target=compile_feed, args=(w,), daemon=True) for w in compilers
+                   if n_compile]
+        threads += [threading.Thread(target=measure_feed, args=(w,), daemon=True) for w in self.workers]
         for t in threads:
             t.start()
-        for _ in range(n):
+        for _ in range(len(items)):
             yield done.get()
         for t in threads:
             t.join()
 
     def close(self) -> None:
-        for w in self.workers:
+        import shutil
+
+        for w in self.workers + [c for ws in self.compilers for c in ws]:
             w.close()
+        shutil.rmtree(self._lock_dir, ignore_errors=True)

@@ -1,0 +1,91 @@
+"""A cross-process reader-writer lock that keeps timed trials alone on the GPU.
+
+The measurement worker times with the lock held *exclusively*; compile-ahead workers
+(:mod:`curate.measure.compile_ahead`) hold it *shared* while they run work on the GPU
+(building a model and its inputs, running a compiled graph, Inductor's autotuning) and
+release it while they compile on the CPU. So compiles overlap timing, while no kernel of
+ours runs beside a timed trial.
+
+Built on ``fcntl.flock`` over two files next to each other: the lock itself, and a
+*turnstile* that a writer holds while it waits, so a stream of readers cannot starve it
+(the classic writer-preferring construction). ``flock`` locks belong to the open file
+description: they vanish when the holder dies, so a crashed worker never leaves the GPU
+locked. Standard library only (it runs on the GPU machine).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+
+class GpuLock:
+    """Shared/exclusive lock named by a file path; one instance per process.
+
+    Args:
+        path: the lock file (created); the turnstile is ``path + ".turnstile"``.
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = str(path)
+        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
+        self._gate = os.open(self.path + ".turnstile", os.O_RDWR | os.O_CREAT, 0o600)
+        #: seconds spent waiting for the lock, by mode (for the stage's overhead figures)
+        self.waited = {"shared": 0.0, "exclusive": 0.0}
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """Hold the lock alone (timed trials)."""
+        t = time.perf_counter()
+        fcntl.flock(self._gate, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self._fd, fcntl.LOCK_EX)
+        finally:
+            fcntl.flock(self._gate, fcntl.LOCK_UN)
+        self.waited["exclusive"] += time.perf_counter() - t
+        try:
+            yield
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        """Hold the lock with other readers (untimed GPU work)."""
+        t = time.perf_counter()
+        fcntl.flock(self._gate, fcntl.LOCK_EX)  # waits behind a writer that is queued
+        fcntl.flock(self._gate, fcntl.LOCK_UN)
+        fcntl.flock(self._fd, fcntl.LOCK_SH)
+        self.waited["shared"] += time.perf_counter() - t
+        try:
+            yield
+        finally:
+            fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        for fd in (self._fd, self._gate):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+
+
+class NoLock:
+    """Stands in for :class:`GpuLock` where nothing shares the device."""
+
+    waited = {"shared": 0.0, "exclusive": 0.0}
+
+    @contextmanager
+    def exclusive(self) -> Iterator[None]:
+        yield
+
+    @contextmanager
+    def shared(self) -> Iterator[None]:
+        yield
+
+    def close(self) -> None:
+        pass
