@@ -116,3 +116,58 @@ def test_cuda_worker_times_inductor_and_recovers_from_a_device_assert():
     assert crash["reason"] == "crash" and crash["fatal"]
     assert again["reason"] is None and again["eager"]["median_ms"] > 0
     assert len(w.start_seconds) == 2  # the device assert cost one fresh worker
+
+
+def test_coefficient_of_variation_and_a_retime_when_it_is_high():
+    s = timing.summarize([1.0, 1.0, 3.0, 3.0])
+    assert s["cv"] == pytest.approx(float(np.std([1, 1, 3, 3]) / np.mean([1, 1, 3, 3])))
+    import time as _time
+
+    calls = []
+
+    def jumpy():  # every other call 5 ms slower: a coefficient of variation near 1
+        calls.append(1)
+        if len(calls) % 2:
+            _time.sleep(0.005)
+
+    s = timing.time_calls(jumpy, "cpu", trials=6, warmup=0, cv_max=0.1)
+    assert s["retimed"] == 1.0 and s["cv_first"] > 0.1 and len(calls) == 12
+    assert s["timed_ms_total"] > 5 * 6  # both runs counted
+    calls.clear()
+    steady = timing.time_calls(lambda: calls.append(1), "cpu", trials=6, warmup=0)
+    assert steady["retimed"] == 0.0 and len(calls) == 6  # the CPU default never re-times
+
+
+def test_timed_section_runs_inside_the_lock():
+    events = []
+
+    class Recorder:
+        def __enter__(self):
+            events.append("enter")
+
+        def __exit__(self, *exc):
+            events.append("exit")
+
+    timing.time_calls(lambda: events.append("call"), "cpu", trials=3, warmup=2, lock=Recorder)
+    assert events == ["enter"] + ["call"] * 5 + ["exit"]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_side_stream_work_is_inside_the_timed_interval_and_graph_replay():
+    a = torch.randn(4096, 4096, device="cuda")
+    side = torch.cuda.Stream()
+
+    def hidden():  # queue the work on another stream and return at once
+        with torch.cuda.stream(side):
+            a @ a
+
+    seen = timing.time_calls(hidden, "cuda", trials=20, warmup=3)
+    naive = timing.time_calls(hidden, "cuda", trials=20, warmup=3, sync_all=False)
+    plain = timing.time_calls(lambda: a @ a, "cuda", trials=20, warmup=3)
+    assert seen["median_ms"] > 0.8 * plain["median_ms"]  # the side stream's matmul is counted
+    assert naive["median_ms"] < 0.5 * plain["median_ms"]  # which events alone would miss
+    x = torch.randn(64, device="cuda")
+    graph = timing.time_cuda_graph(lambda: (x * 2).relu_(), 20)
+    assert len(graph) == 20 and min(graph) > 0
+    with pytest.raises(RuntimeError, match="capture failed"):
+        timing.time_cuda_graph(lambda: x.sum().item(), 5)

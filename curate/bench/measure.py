@@ -22,6 +22,15 @@ them; our median is reported too. Two published level-1 entries describe code ch
 (PROVENANCE.md: ``12_Matmul_with_diagonal_matrices_``, ``97_ScaledDotProductAttention``);
 they are timed but left out of the ratio and correlation summaries.
 
+With ``--loop RESULTS.jsonl`` (the output of :mod:`curate.bench.kernelbench_loop`, a plain
+KernelBench-style loop run on the same GPU) the summary also compares our eager medians
+with the loop's (``vs_loop``: median absolute ratio deviation, percentiles, Spearman) and
+our end-to-end throughput with the loop's.
+
+``--fresh-cache`` gives the workers an empty Inductor/Triton cache folder, so compile
+figures are cold-start figures (otherwise torch's default cache, warm from earlier runs,
+is used, as a user's runs would).
+
 Output under ``--out``: ``results.jsonl`` (one line per problem), ``summary.json``, and the
 printed table as ``table.txt``.
 
@@ -93,6 +102,51 @@ def published_for(row: dict[str, Any], baseline: dict[str, Any] | None) -> dict[
     return None
 
 
+def load_loop(paths: list[Path]) -> dict[str, dict[str, Any]]:
+    """Records of :mod:`curate.bench.kernelbench_loop` by problem name (later files win)."""
+    out: dict[str, dict[str, Any]] = {}
+    for path in paths:
+        for line in Path(path).read_text().splitlines():
+            if line.strip():
+                rec = json.loads(line)
+                out[rec["name"]] = rec
+    return out
+
+
+def compare_with_loop(results: list[dict[str, Any]], loop: dict[str, dict[str, Any]],
+                      wall_s: float) -> dict[str, Any]:
+    """Our eager medians against the plain loop's, and the two throughputs.
+
+    Returns:
+        ``{"n", "median_abs_deviation" (median over problems of |ours / loop - 1|),
+        "median_ratio", "p10_ratio", "p90_ratio", "within_5pct" (share of problems),
+        "spearman", "loop_seconds", "loop_problems", "loop_problems_per_hour",
+        "ours_seconds", "ours_problems_per_hour", "throughput_ratio"}``.
+    """
+    pairs = [(r["eager"]["median_ms"], loop[r["name"]]["median_ms"]) for r in results
+             if r.get("eager") and r["name"] in loop and loop[r["name"]].get("median_ms")]
+    ratios = sorted(a / b for a, b in pairs)
+    loop_recs = [loop[r["name"]] for r in results if r["name"] in loop]
+    loop_s = sum(x["wall_seconds"] for x in loop_recs)
+    out: dict[str, Any] = {"n": len(pairs)}
+    if ratios:
+        out.update({
+            "median_abs_deviation": median([abs(x - 1.0) for x in ratios]),
+            "median_ratio": median(ratios), "p10_ratio": percentile(ratios, 10),
+            "p90_ratio": percentile(ratios, 90),
+            "within_5pct": sum(1 for x in ratios if abs(x - 1.0) <= 0.05) / len(ratios),
+            "spearman": spearman([a for a, _ in pairs], [b for _, b in pairs]),
+        })
+    n = len(results)
+    out.update({"loop_problems": len(loop_recs), "loop_seconds": loop_s,
+                "loop_problems_per_hour": 3600 * len(loop_recs) / loop_s if loop_s else None,
+                "ours_problems": n, "ours_seconds": wall_s,
+                "ours_problems_per_hour": 3600 * n / wall_s if wall_s else None})
+    if out["loop_problems_per_hour"] and out["ours_problems_per_hour"]:
+        out["throughput_ratio"] = out["ours_problems_per_hour"] / out["loop_problems_per_hour"]
+    return out
+
+
 def summarize_runs(results: list[dict[str, Any]], wall_s: float, start_s: list[float]) -> dict[str, Any]:
     """Aggregate per-problem results: ratios to published figures, Spearman correlations,
     throughput and per-problem overhead."""
@@ -126,26 +180,30 @@ def summarize_runs(results: list[dict[str, Any]], wall_s: float, start_s: list[f
         out["inductor_speedup_geomean_compared"] = {"ours": geomean([a for a, _ in pub]),
                                                     "published": geomean([b for _, b in pub]),
                                                     "n": len(pub)}
-    walls = [r.get("wall_seconds") or 0.0 for r in results]
+    n = max(1, len(results))
+    timed_s = sum(r.get("timed_ms", 0.0) for r in results) / 1e3
     eager_part = [sum(v for k, v in (r.get("seconds") or {}).items() if k in ("load", "checks", "eager"))
                   for r in results]
-    over = [(r.get("wall_seconds") or 0.0) - r.get("timed_ms", 0.0) / 1e3 for r in timed]
     over_eager = [sum(v for k, v in r["seconds"].items() if k in ("load", "checks", "eager"))
                   - r["eager"].get("timed_ms_total", 0.0) / 1e3 for r in timed]
-    n = max(1, len(results))
-    start_share = sum(start_s) / n
+    hits = [r for r in results if (r.get("compile_cache") or {}).get("hit")]
     out["throughput"] = {
         "wall_seconds": wall_s,
         "worker_start_seconds": start_s,
-        "problems_per_hour_measured": 3600 * len(results) / wall_s if wall_s else None,
-        "problems_per_hour_with_inductor": 3600 / (sum(walls) / n + start_share)
-        if any(r.get("compile") for r in results) else None,
-        "problems_per_hour_without_inductor": 3600 / (sum(eager_part) / n + start_share) if any(eager_part) else None,
-        "overhead_seconds_per_problem_mean": sum(over) / len(over) if over else None,
-        "overhead_seconds_per_problem_median": median(over) if over else None,
-        "overhead_seconds_per_problem_without_inductor_mean":
+        "problems_per_hour_end_to_end": 3600 * len(results) / wall_s if wall_s else None,
+        "with_inductor": any(r.get("compile") for r in results),
+        # the measure worker's own eager path (load, checks, eager timing) per problem: what a
+        # run without Inductor costs once the worker is up
+        "problems_per_hour_eager_path": 3600 / (sum(eager_part) / n) if any(eager_part) else None,
+        "timed_seconds": timed_s,
+        "timed_seconds_per_problem_mean": timed_s / n,
+        "overhead_seconds_per_problem": (wall_s - timed_s) / n if wall_s else None,
+        "overhead_seconds_per_problem_eager_path_mean":
             sum(over_eager) / len(over_eager) if over_eager else None,
-        "timed_seconds_per_problem_mean": sum(r.get("timed_ms", 0.0) for r in timed) / 1e3 / max(1, len(timed)),
+        "compile_cache_hits": len(hits),
+        "measure_worker_compile_seconds_median": median(
+            [r["compile_seconds"] for r in results if r.get("compile_seconds")]) or None,
+        "lock_wait_seconds": sum(r.get("lock_wait_s") or 0.0 for r in results),
     }
     return out
 
@@ -182,7 +240,10 @@ def table(results: list[dict[str, Any]]) -> str:
 
 def run_bench(rows: list[dict[str, Any]], out: Path, baseline: dict[str, Any] | None, device: str,
               workers: int | None, inductor: bool, trials: int, warmup: int, budget_s: float | None,
-              timeout_s: float, checks: bool, verbose: bool = True) -> dict[str, Any]:
+              timeout_s: float, checks: bool, verbose: bool = True,
+              compile_workers: int | None = None, inductor_cache: str | None = None,
+              loop: dict[str, dict[str, Any]] | None = None, cuda_graph: str = "auto",
+              profile: bool | None = None) -> dict[str, Any]:
     """Measure ``rows`` and write ``results.jsonl``, ``summary.json`` and ``table.txt`` under ``out``."""
     out.mkdir(parents=True, exist_ok=True)
     if device.startswith("cuda"):
@@ -194,9 +255,11 @@ def run_bench(rows: list[dict[str, Any]], out: Path, baseline: dict[str, Any] | 
     tasks = [dict(code=r["code"], input_spec=r.get("input_spec"), init_args=r.get("init_args"),
                   device=worker_device, inductor=inductor, trials=trials, warmup=warmup,
                   budget_s=budget_s, min_ms=0.0, max_ms=math.inf, checks_on=checks,
-                  stop_on_reject=False, name=str(r.get("problem_id") or r["name"]).replace("/", "_"))
+                  stop_on_reject=False, cuda_graph=cuda_graph, profile=profile,
+                  name=str(r.get("problem_id") or r["name"]).replace("/", "_"))
              for r in rows]
-    pool = WorkerPool(envs, device=worker_device, timeout_s=timeout_s)
+    pool = WorkerPool(envs, device=worker_device, timeout_s=timeout_s, compile_workers=compile_workers,
+                      inductor_cache=inductor_cache, warm_inductor=inductor)
     t0 = time.monotonic()
     results: list[dict[str, Any] | None] = [None] * len(rows)
     with (out / "results.jsonl").open("w") as f:
@@ -219,11 +282,18 @@ def run_bench(rows: list[dict[str, Any]], out: Path, baseline: dict[str, Any] | 
     wall = time.monotonic() - t0
     done_results = [r for r in results if r is not None]
     summary = summarize_runs(done_results, wall, pool.start_seconds)
+    summary["compile_ahead"] = {"workers": sum(len(c) for c in pool.compilers),
+                                "outcomes": dict(pool.compile_ahead),
+                                "start_seconds": pool.compile_start_seconds}
+    if loop:
+        summary["vs_loop"] = compare_with_loop(done_results, loop, wall)
     gpus = sorted({r["gpu"] for r in done_results if r.get("gpu")})
     summary.update({"device": device, "gpus": gpus,
                     "torch_version": next((r["torch_version"] for r in done_results if r.get("torch_version")), None),
                     "settings": {"trials": trials, "warmup": warmup, "budget_s": budget_s,
-                                 "inductor": inductor, "checks": checks, "workers": len(envs)}})
+                                 "inductor": inductor, "checks": checks, "workers": len(envs),
+                                 "compile_workers": sum(len(c) for c in pool.compilers),
+                                 "fresh_cache": bool(inductor_cache)}})
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=str))
     text = table(done_results)
     (out / "table.txt").write_text(text + "\n")
@@ -246,7 +316,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trials", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--budget-s", type=float, default=None,
-                    help="seconds of timed trials per callable (default 10 on CUDA, 1 on CPU)")
+                    help="seconds of timed trials per callable (default 0.25 on CUDA, 1 on CPU)")
+    ap.add_argument("--compile-workers", type=int, default=None,
+                    help="compile-ahead workers per GPU (default: spare cores, at most 8; 0: off)")
+    ap.add_argument("--fresh-cache", action="store_true",
+                    help="start from an empty Inductor/Triton cache (cold-start figures)")
+    ap.add_argument("--loop", default="", help="comma-separated results.jsonl files of "
+                    "curate.bench.kernelbench_loop to compare with")
+    ap.add_argument("--cuda-graph", default="auto", choices=["auto", "on", "off"])
+    ap.add_argument("--no-profile", action="store_true", help="skip the profiler's library share")
     ap.add_argument("--timeout-s", type=float, default=600.0, help="wall-clock limit per problem")
     ap.add_argument("--no-inductor", action="store_true", help="skip torch.compile")
     ap.add_argument("--no-checks", action="store_true", help="skip the output checks")
@@ -267,9 +345,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.limit is not None:
         rows = rows[: args.limit]
     baseline = json.loads(args.baseline.read_text()) if args.baseline else None
+    loop = load_loop([Path(p) for p in args.loop.split(",") if p]) if args.loop else None
+    cache = None
+    if args.fresh_cache:
+        import tempfile
+
+        cache = tempfile.mkdtemp(prefix="curate-inductor-cache-")
     summary = run_bench(rows, args.out, baseline, device, args.workers, not args.no_inductor,
                         args.trials, args.warmup, args.budget_s, args.timeout_s, not args.no_checks,
-                        verbose=not args.quiet)
+                        verbose=not args.quiet, compile_workers=args.compile_workers,
+                        inductor_cache=cache, loop=loop, cuda_graph=args.cuda_graph,
+                        profile=False if args.no_profile else None)
     print((args.out / "table.txt").read_text())
     print(json.dumps(summary, indent=2, default=str))
     return 0

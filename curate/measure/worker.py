@@ -83,7 +83,7 @@ def dead_result(reason: str, detail: str, device: str, wall_seconds: float = 0.0
 def _serve(conn, device: str, env: dict[str, str], quiet: bool, mem_mb: int | None,
            role: str = "measure", lock_path: str | None = None,
            gpu_mem_fraction: float | None = None, cpus: list[int] | None = None,
-           warm_inductor: bool = False) -> None:
+           warm_inductor: bool = False, threads: int | None = None) -> None:
     """Worker process main loop: initialise, then answer tasks until told to stop."""
     os.setsid()  # own process group: a kill also reaches compiler subprocesses
     _die_with_parent()
@@ -113,8 +113,10 @@ def _serve(conn, device: str, env: dict[str, str], quiet: bool, mem_mb: int | No
             dev = torch.device("cuda", 0)  # the first of the devices CUDA_VISIBLE_DEVICES shows
         if mem_mb is not None and dev.type == "cpu":
             _limit_address_space(mem_mb)
-        if role == "compile":
-            torch.set_num_threads(1)
+        if threads:
+            # Inductor's cache keys include torch's thread count: measure and compile-ahead
+            # workers must agree on it, whatever cores each is pinned to
+            torch.set_num_threads(threads)
         lock = GpuLock(lock_path) if lock_path else None
         info: dict[str, Any] = {"pid": os.getpid(), "torch_version": torch.__version__,
                                 "device": str(dev), "gpu": None, "role": role}
@@ -264,13 +266,15 @@ class PersistentWorker:
             no cap).
         cpus: CPU cores to pin the worker to (None: any).
         warm_inductor: also compile the warm-up problem at start (measure role).
+        threads: ``torch.set_num_threads`` in the worker (None: torch's default). Workers
+            that share Inductor's cache must agree on it (it is part of the cache keys).
     """
 
     def __init__(self, device: str = "cuda", env: dict[str, str] | None = None, quiet: bool = True,
                  ready_timeout_s: float = READY_TIMEOUT_S, mem_mb: int | None = 8192,
                  role: str = "measure", lock_path: str | None = None,
                  gpu_mem_fraction: float | None = None, cpus: list[int] | None = None,
-                 warm_inductor: bool = False):
+                 warm_inductor: bool = False, threads: int | None = None):
         if role not in ("measure", "compile"):
             raise ValueError(f"role must be 'measure' or 'compile', got {role!r}")
         self.device = device
@@ -283,6 +287,7 @@ class PersistentWorker:
         self.gpu_mem_fraction = gpu_mem_fraction
         self.cpus = cpus
         self.warm_inductor = warm_inductor
+        self.threads = threads
         self.proc = None
         self.conn = None
         self.info: dict[str, Any] | None = None
@@ -309,7 +314,7 @@ class PersistentWorker:
         parent, child = ctx.Pipe()
         proc = ctx.Process(target=_serve, args=(child, self.device, self.env, self.quiet, self.mem_mb,
                                                 self.role, self.lock_path, self.gpu_mem_fraction,
-                                                self.cpus, self.warm_inductor),
+                                                self.cpus, self.warm_inductor, self.threads),
                            name=f"curate-{self.role}-worker")
         proc.start()
         child.close()
@@ -461,13 +466,15 @@ class WorkerPool:
             lock = os.path.join(self._lock_dir, f"gpu{g}.lock") if cuda and compile_workers else None
             share = (MEASURE_MEM_SHARE if compile_workers else ALONE_MEM_SHARE) \
                 if gpu_mem_fraction is None else gpu_mem_fraction
+            threads = 2 if pin else None  # the measure worker's two cores
             self.workers.append(PersistentWorker(
                 device, env, quiet, mem_mb=mem_mb, lock_path=lock,
                 gpu_mem_fraction=share if cuda else None, cpus=[2 * g, 2 * g + 1] if pin else None,
-                warm_inductor=warm_inductor))
+                warm_inductor=warm_inductor, threads=threads))
             self.compilers.append([PersistentWorker(
                 device, env, quiet, mem_mb=mem_mb, role="compile", lock_path=lock,
-                gpu_mem_fraction=(COMPILE_MEM_SHARE / compile_workers) if cuda else None, cpus=rest)
+                gpu_mem_fraction=(COMPILE_MEM_SHARE / compile_workers) if cuda else None, cpus=rest,
+                threads=threads)
                 for _ in range(compile_workers)])
         #: compile-ahead outcomes by status, and FX-graph cache hits of the measure workers
         self.compile_ahead: dict[str, int] = {}

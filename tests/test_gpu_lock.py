@@ -1,0 +1,105 @@
+"""The GPU lock between processes: an exclusive holder excludes readers, readers share, a
+queued writer is not starved by a stream of readers, and a dead holder frees the lock."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import time
+
+from curate.measure.gpu_lock import GpuLock
+
+
+def _hold(path: str, mode: str, seconds: float, log: str, tag: str) -> None:
+    lock = GpuLock(path)
+    with getattr(lock, mode)():
+        with open(log, "a") as f:
+            f.write(f"{tag} in {time.monotonic():.4f}\n")
+        time.sleep(seconds)
+        with open(log, "a") as f:
+            f.write(f"{tag} out {time.monotonic():.4f}\n")
+
+
+def _reader_stream(path: str, until: float, log: str, tag: str) -> None:
+    lock = GpuLock(path)
+    while time.monotonic() < until:
+        with lock.shared():
+            with open(log, "a") as f:
+                f.write(f"{tag} in {time.monotonic():.4f}\n")
+            time.sleep(0.05)
+            with open(log, "a") as f:
+                f.write(f"{tag} out {time.monotonic():.4f}\n")
+
+
+def _intervals(log: str) -> dict[str, list[tuple[float, float]]]:
+    open_at: dict[str, float] = {}
+    out: dict[str, list[tuple[float, float]]] = {}
+    for line in open(log).read().split("\n"):
+        if not line:
+            continue
+        tag, what, t = line.split()
+        if what == "in":
+            open_at[tag] = float(t)
+        else:
+            out.setdefault(tag, []).append((open_at.pop(tag), float(t)))
+    return out
+
+
+def _overlap(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    return a[0] < b[1] and b[0] < a[1]
+
+
+def test_exclusive_excludes_readers_and_readers_share(tmp_path):
+    path, log = str(tmp_path / "gpu.lock"), str(tmp_path / "log")
+    ctx = mp.get_context("spawn")
+    procs = [ctx.Process(target=_hold, args=(path, "exclusive", 0.6, log, "w"))]
+    procs += [ctx.Process(target=_hold, args=(path, "shared", 0.6, log, f"r{i}")) for i in range(2)]
+    procs[0].start()
+    time.sleep(0.2)  # the writer is in first
+    for p in procs[1:]:
+        p.start()
+    for p in procs:
+        p.join(20)
+    iv = _intervals(log)
+    w = iv["w"][0]
+    assert not _overlap(w, iv["r0"][0]) and not _overlap(w, iv["r1"][0])
+    assert _overlap(iv["r0"][0], iv["r1"][0])  # readers held it together
+
+
+def test_a_queued_writer_is_not_starved_by_readers(tmp_path):
+    path, log = str(tmp_path / "gpu.lock"), str(tmp_path / "log")
+    ctx = mp.get_context("spawn")
+    until = time.monotonic() + 4.0
+    readers = [ctx.Process(target=_reader_stream, args=(path, until, log, f"r{i}")) for i in range(3)]
+    for p in readers:
+        p.start()
+    time.sleep(1.0)
+    t_ask = time.monotonic()
+    writer = ctx.Process(target=_hold, args=(path, "exclusive", 0.3, log, "w"))
+    writer.start()
+    writer.join(20)
+    for p in readers:
+        p.join(20)
+    iv = _intervals(log)
+    w = iv["w"][0]
+    assert w[0] - t_ask < 1.5  # got in while the readers kept coming (they stop at +4 s)
+    assert w[1] < until
+    for tag in ("r0", "r1", "r2"):
+        assert not any(_overlap(w, r) for r in iv[tag])
+
+
+def _die_holding(path: str) -> None:
+    lock = GpuLock(path)
+    with lock.exclusive():
+        os._exit(1)
+
+
+def test_a_dead_holder_releases_the_lock(tmp_path):
+    path = str(tmp_path / "gpu.lock")
+    p = mp.get_context("spawn").Process(target=_die_holding, args=(path,))
+    p.start()
+    p.join(20)
+    t = time.monotonic()
+    with GpuLock(path).exclusive():
+        pass
+    assert time.monotonic() - t < 1.0

@@ -1,0 +1,101 @@
+"""measure: problems whose forward segfaults, hangs, allocates past the limit or (on a GPU)
+raises a CUDA illegal-address error end as rejected rows with that reason, and the other
+problems' results do not change. Runs through the stage on the CPU here and, on a GPU
+machine, on CUDA with TorchInductor and the compile-ahead workers (a hostile problem there
+meets a compile-ahead worker first)."""
+
+from __future__ import annotations
+
+import json
+
+import polars as pl
+import pytest
+import torch
+
+from curate.measure import run
+from curate.problem import assemble
+from curate.table import read_problems, read_rejected, source_struct, write_stage
+
+GPU = torch.cuda.is_available()
+
+
+def _t(*shape):
+    return {"kind": "tensor", "shape": list(shape), "dtype": "float32"}
+
+
+def _forward(body: str, head: str = "") -> str:
+    return (f"import torch\nfrom torch import nn\n{head}\n\nclass Model(nn.Module):\n"
+            f"    def forward(self, x):\n        {body}\n")
+
+
+GOOD = {
+    "linear": ("import torch\nfrom torch import nn\n\n\nclass Model(nn.Linear):\n    pass\n",
+               [256, 512], [_t(64, 256)]),
+    "conv": ("import torch\nfrom torch import nn\n\n\nclass Model(nn.Conv2d):\n    pass\n",
+             [16, 32, 3], [_t(8, 16, 32, 32)]),
+    "softplus": (_forward("return torch.nn.functional.softplus(x) * 2.0"), [], [_t(32, 1024)]),
+}
+ILLEGAL_ADDRESS_HEAD = """import triton
+import triton.language as tl
+
+
+@triton.jit
+def _poke(p):
+    tl.store(p + (1 << 40), 1.0)  # a terabyte past the tensor: an illegal address
+"""
+HOSTILE = {
+    "segfault": (_forward("import ctypes\n        ctypes.string_at(0)\n        return x"), "crash"),
+    "hang": (_forward("while True:\n            pass"), "timeout"),
+    # past the worker's limit: the address space on the CPU, the allocator's cap on CUDA
+    "huge_alloc": (_forward(
+        "n = torch.cuda.get_device_properties(x.device).total_memory * 7 // 40 if x.is_cuda else 1 << 38\n"
+        "        return x + torch.empty(n, device=x.device).sum()"), "memory"),
+}
+if GPU:
+    HOSTILE["illegal_address"] = (_forward("_poke[(1,)](x)\n        return x + 1",
+                                           ILLEGAL_ADDRESS_HEAD), "cuda_error")
+
+
+def _table(tmp_path, problems: dict):
+    rows = []
+    for name, (src, init, spec) in problems.items():
+        rows.append({"problem_id": f"p_{name}", "name": f"test.{name}",
+                     "code": assemble(src, spec, init), "init_args": json.dumps(init),
+                     "input_spec": json.dumps(spec),
+                     "source": source_struct(kind="test", name="t", class_name=name)})
+    df = pl.DataFrame(rows)
+    empty = df.clear().with_columns(pl.lit("").alias("reject_stage"), pl.lit("").alias("reject_reason"),
+                                    pl.lit("").alias("reject_detail"))
+    write_stage(tmp_path, "diversify", df, empty, df.height, 0.0)
+    return tmp_path
+
+
+def _measure(out):
+    if GPU:
+        return run(out=out, device="cuda", inductor=True, timeout_s=30, compile_workers=2)
+    return run(out=out, device="cpu", timeout_s=8, mem_mb=2048)
+
+
+def test_hostile_problems_are_rejected_and_the_rest_is_unchanged(tmp_path):
+    alone = _measure(_table(tmp_path / "alone", GOOD))
+    mixed_problems = dict(GOOD)
+    for name, (src, _) in HOSTILE.items():
+        mixed_problems[name] = (src, [], [_t(8, 64)])
+    # hostile rows first, so the good ones are measured by replacement workers
+    order = list(HOSTILE) + list(GOOD)
+    mixed = _measure(_table(tmp_path / "mixed", {k: mixed_problems[k] for k in order}))
+
+    assert alone["kept"] == len(GOOD) and alone["rejected"] == 0
+    assert mixed["kept"] == len(GOOD) and mixed["rejected"] == len(HOSTILE)
+    rej = read_rejected(tmp_path / "mixed" / "measure")
+    reasons = dict(zip(rej["name"], rej["reject_reason"]))
+    assert reasons == {f"test.{k}": why for k, (_, why) in HOSTILE.items()}, rej["reject_detail"].to_list()
+
+    a = read_problems(tmp_path / "alone" / "measure").sort("problem_id")
+    m = read_problems(tmp_path / "mixed" / "measure").sort("problem_id")
+    assert a["problem_id"].to_list() == m["problem_id"].to_list()
+    if GPU:
+        # same GPU, same settings: the medians agree to within timing noise
+        for ea, em in zip(a["eager_ms"], m["eager_ms"]):
+            assert em == pytest.approx(ea, rel=0.25)
+        assert m["compile_ms"].null_count() == 0
