@@ -44,7 +44,7 @@ class RewardConfig:
         timeout_s: seconds allowed for one verification (``extra_info["timeout_s"]`` wins).
         time_it: time correct candidates (off: no speedup term, much faster on a CPU).
         device: ``"auto"``, ``"cuda"`` or ``"cpu"``.
-        seed: seed of weights and inputs.
+        seed: seed of weights and inputs; None (default): fresh inputs on every call.
     """
 
     compiled_weight: float = 0.1
@@ -52,11 +52,11 @@ class RewardConfig:
     speedup_weight: float = 0.2
     max_speedup: float = 3.0
     baseline: str = "eager"
-    n_trials: int = 3
+    n_trials: int = 5
     timeout_s: float = 300.0
     time_it: bool = True
     device: str = "auto"
-    seed: int = 0
+    seed: int | None = None
 
 
 def score_result(result: VerifyResult, config: RewardConfig = RewardConfig()) -> dict[str, Any]:

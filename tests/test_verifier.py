@@ -24,7 +24,7 @@ def test_correct_triton_candidate_passes_and_is_timed():
     r = verify(RELU, candidate("relu_triton"), input_spec=SMALL_SPEC, timeout_s=120)
     assert r.compiled and r.correct, r.reason
     assert r.reason == "correct"
-    assert r.details["launches"] == 3  # one kernel launch per input set
+    assert r.details["launches"] == 5  # one kernel launch per input set, five fresh sets
     assert r.details["triton_interpret"] is True and r.details["device"] == "cpu"
     assert r.eager_ms > 0 and r.candidate_ms > 0
     assert r.speedup_vs_eager == pytest.approx(r.eager_ms / r.candidate_ms)
@@ -49,6 +49,11 @@ def test_outsized_speedup_is_timed_again():
     ("relu_replay", True, "no custom kernel launched on trial 1"),
     ("relu_inplace", True, "candidate modified its inputs"),
     ("relu_patch_timer", False, "candidate replaced time.perf_counter"),
+    ("relu_patch_event", False, "candidate replaced torch.cuda.Event"),
+    ("relu_patch_sync", False, "candidate replaced torch.cuda.synchronize"),
+    ("relu_constant", True, "wrong output on trial 0"),
+    ("relu_fp16", True, "wrong output on trial 0"),
+    ("relu_partial", True, "wrong output on trial 0"),
     ("relu_thread", True, "candidate left 1 Python thread(s) running"),
     ("relu_syntax_error", False, "candidate failed to load: SyntaxError"),
     ("relu_triton_compile_error", False, "forward raised InterpreterError"),
@@ -61,6 +66,36 @@ def test_bad_candidates_are_rejected(name, compiled, reason):
     assert r.speedup_vs_eager is None and r.candidate_ms is None
 
 
+def test_unwritten_output_elements_fail_on_poisoned_memory():
+    # one input set of 8 MB: without poisoning the candidate's torch.empty gets the memory of
+    # the reference's freed output, right where the candidate writes nothing, and passes
+    spec = [{"kind": "tensor", "shape": [1024, 2048], "dtype": "float32"}]
+    r = verify(RELU, candidate("relu_partial"), input_spec=spec, n_trials=1, time_it=False,
+               timeout_s=300)
+    assert r.compiled and not r.correct and "wrong output on trial 0" in r.reason, r.reason
+
+
+def test_poisoned_host_allocations_and_reference_outputs():
+    import subprocess
+    import sys
+
+    prog = ("import torch\nfrom curate.verify.poison import poison_host_allocations\n"
+            "assert poison_host_allocations()\n"
+            "for n in (10, 10**4, 10**7):\n"
+            "    t = torch.empty(n)\n"
+            "    assert bool((t.view(torch.int32) == 0x7F7F7F7F).all()), n  # 3.4e38 everywhere\n"
+            "assert bool(torch.empty(100, dtype=torch.float16).isnan().all())\nprint('OK')\n")
+    p = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, timeout=120)
+    assert p.stdout.strip() == "OK", p.stderr[-500:]
+    from curate.verify.poison import poison_outputs
+
+    lin = torch.nn.Linear(4, 4)
+    out, counts = torch.ones(3), torch.arange(4)
+    assert poison_outputs((out, {"w": lin.weight.t(), "c": counts}), keep=lin.parameters()) == 2
+    assert out.isnan().all() and (counts == torch.iinfo(torch.int64).max).all()
+    assert torch.isfinite(lin.weight).all()  # a view of a parameter is left alone
+
+
 def test_held_out_shape_catches_a_hard_coded_kernel():
     variants = [[{"kind": "tensor", "shape": [8, 300], "dtype": "float32"}]]
     fixed = verify(RELU, candidate("relu_hardcoded"), input_spec=SMALL_SPEC, time_it=False)
@@ -71,7 +106,7 @@ def test_held_out_shape_catches_a_hard_coded_kernel():
     good = verify(RELU, candidate("relu_triton"), input_spec=SMALL_SPEC,
                   shape_variants=variants, time_it=False)
     assert good.correct, good.reason
-    assert len(good.details["errors"]) == 4
+    assert len(good.details["errors"]) == 6  # five input sets and the held-out shape
 
 
 def test_mined_style_problem_with_get_inputs():
@@ -86,7 +121,7 @@ def test_two_input_problem_with_a_tiled_triton_matmul():
     r = verify(kernelbench("1_Square_matrix_multiplication_"), candidate("matmul_triton"),
                input_spec=spec, time_it=False)
     assert r.correct, r.reason
-    assert r.details["reference_ops"] == ["mm"] and r.details["launches"] == 3
+    assert r.details["reference_ops"] == ["mm"] and r.details["launches"] == 5
 
 
 def test_broken_reference_is_not_the_candidates_fault():
@@ -159,9 +194,43 @@ def test_gpu_tf32_matmul_fails_the_fp32_tolerance():
 
 
 @pytest.mark.skipif(not GPU, reason="needs CUDA")
-def test_gpu_side_stream_work_is_timed():
-    spec = [{"kind": "tensor", "shape": [4096, 65536]}]
+def test_gpu_side_stream_kernel_scores_zero_correctness():
+    spec = [{"kind": "tensor", "shape": [4096, 16384]}]
     r = _verify(RELU, candidate("relu_side_stream"), input_spec=spec, device="cuda", inductor=False)
-    assert r.correct, r.reason
-    # the kernel's time is inside the interval: no order-of-magnitude "speedup" over eager
-    assert r.speedup_vs_eager < 2.0
+    assert r.compiled and not r.correct and "side stream" in r.reason, r.reason
+    honest = _verify(RELU, candidate("relu_triton"), input_spec=spec, device="cuda", inductor=False)
+    assert honest.correct, honest.reason
+    assert honest.details["stream_check"]["kernels_on_side_streams"] == []
+
+
+GPU_EXPECTED = [  # the CPU list above, on CUDA; honest candidates must pass there too
+    ("relu_triton", True, "correct"),
+    ("relu_cuda_inline", True, "correct"),
+    ("relu_zeros", False, "wrong output on trial 0"),
+    ("relu_constant", False, "wrong output on trial 0"),
+    ("relu_off_by_one", False, "wrong output on trial 0"),
+    ("relu_partial", False, "wrong output on trial 0"),
+    ("relu_fp16", False, "wrong output on trial 0"),
+    ("relu_torch", False, "no custom kernel launched"),
+    ("relu_subclass", False, "no custom kernel launched"),
+    ("relu_decoy", False, "the reference's PyTorch operators (relu) run outside"),
+    ("relu_replay", False, "no custom kernel launched on trial 1"),
+    ("relu_inplace", False, "candidate modified its inputs"),
+    ("relu_patch_timer", False, "candidate replaced time.perf_counter"),
+    ("relu_patch_event", False, "candidate replaced torch.cuda.Event"),
+    ("relu_patch_sync", False, "candidate replaced torch.cuda.synchronize"),
+    ("relu_thread", False, "candidate left 1 Python thread(s) running"),
+    ("relu_side_stream", False, "side stream"),
+    ("relu_syntax_error", False, "candidate failed to load: SyntaxError"),
+]
+
+
+@pytest.mark.skipif(not GPU, reason="needs CUDA")
+@pytest.mark.parametrize("name, correct, reason", GPU_EXPECTED)
+def test_gpu_red_team(name, correct, reason):
+    spec = [{"kind": "tensor", "shape": [1024, 4000]}]
+    r = _verify(RELU, candidate(name), input_spec=spec, device="cuda", inductor=False,
+                timeout_s=600)
+    assert r.correct is correct and reason in r.reason, r.reason
+    if not correct:
+        assert r.speedup_vs_eager is None

@@ -87,7 +87,7 @@ def run(out: Path | str, source: Path | str | None = None, solver: str = "induct
         model: str | None = None, api_key_env: str = "OPENAI_API_KEY", temperature: float = 0.8,
         concurrency: int = 8, cache_dir: Path | str | None = None, max_problems: int | None = None,
         timeout_s: float = 300.0, device: str = "auto", workers: int | None = None,
-        n_trials: int = 3, seed: int = 0, time_it: bool = True) -> dict[str, Any]:
+        n_trials: int = 5, seed: int = 0, time_it: bool = True) -> dict[str, Any]:
     """Rank problems by how well a baseline solver does on them.
 
     Args:

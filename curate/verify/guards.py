@@ -12,6 +12,11 @@
   detects such decoys with the profiler, this is the cheap CPU-and-GPU equivalent).
 - :func:`snapshot` / :func:`tampered` detect a candidate replacing the clocks, the
   comparison functions or the guards themselves.
+- side streams (CUDA): :class:`LaunchCounter` counts Triton launches made while the current
+  stream is not the device's default stream (the harness's), and
+  :func:`side_stream_kernels` profiles one forward and names every GPU kernel that ran on
+  another stream than the harness's (``load_inline`` kernels that create their own streams
+  included).
 
 These checks run in the same process as the candidate, so they raise the bar rather than
 make cheating impossible; the process boundary (curate.sandbox) is the hard isolation.
@@ -46,6 +51,8 @@ class LaunchCounter:
     def __init__(self) -> None:
         self.count = 0
         self.depth = 0
+        #: Triton launches made while a CUDA stream other than the default one was current
+        self.side_stream = 0
         self.installed: list[str] = []
 
     @property
@@ -60,6 +67,8 @@ class LaunchCounter:
                 return original(self, *args, grid=grid, warmup=warmup, **kwargs)
             counter.count += 1
             counter.depth += 1
+            if _on_side_stream():
+                counter.side_stream += 1
             try:
                 return original(self, *args, grid=grid, warmup=warmup, **kwargs)
             finally:
@@ -109,6 +118,42 @@ class LaunchCounter:
             loader.__wrapped__ = original
             setattr(cpp, name, loader)
             self.installed.append(f"cpp_extension.{name}")
+
+
+def _on_side_stream() -> bool:
+    """True when CUDA is in use and the current stream is not the default stream."""
+    if not torch.cuda.is_initialized():
+        return False
+    return torch.cuda.current_stream() != torch.cuda.default_stream()
+
+
+def side_stream_kernels(fn) -> dict[str, Any]:
+    """Run ``fn()`` under the profiler (CUDA activity) between two marker kernels on the
+    current stream; report the GPU work that ran on any other stream.
+
+    Returns:
+        ``{"out": fn's result, "streams": [stream ids seen], "harness_stream": id,
+        "kernels_on_side_streams": [names]}``; when the profiler cannot tell (no marker
+        recorded), ``harness_stream`` is None and nothing is reported.
+    """
+    from torch.autograd import DeviceType
+    from torch.profiler import ProfilerActivity, profile
+
+    marker = torch.zeros(1, device="cuda")
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        marker.add_(1)
+        out = fn()
+        torch.cuda.synchronize()
+        marker.add_(1)
+    events = [e for e in prof.profiler.kineto_results.events() if e.device_type() == DeviceType.CUDA]
+    events.sort(key=lambda e: e.start_ns())
+    if not events:
+        return {"out": out, "streams": [], "harness_stream": None, "kernels_on_side_streams": []}
+    harness = events[0].device_resource_id()  # the first marker
+    side = [e.name()[:120] for e in events if e.device_resource_id() != harness]
+    return {"out": out, "streams": sorted({e.device_resource_id() for e in events}),
+            "harness_stream": harness, "kernels_on_side_streams": side}
 
 
 class _CountingModule:

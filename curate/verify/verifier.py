@@ -94,8 +94,20 @@ def normalize_variants(shape_variants: Any) -> tuple[list[dict[str, Any]], int]:
     return out, skipped
 
 
+#: Input sets compared per verification (KernelBench and CUDA-Agent use 5).
+N_TRIALS = 5
+
+
+def fresh_seed() -> int:
+    """A seed drawn from the operating system: inputs no candidate could have seen."""
+    import os
+
+    return int.from_bytes(os.urandom(4), "little") % 2**31
+
+
 def make_config(*, init_args: Any = None, input_spec: Any = None, shape_variants: Any = None,
-                device: str = "auto", n_trials: int = 3, seed: int = 0, atol: float | None = None,
+                device: str = "auto", n_trials: int = N_TRIALS, seed: int | None = None,
+                atol: float | None = None,
                 rtol: float | None = None, rel_l2: float | None = None, time_it: bool = True,
                 inductor: bool | None = None, allow_compile: bool = False,
                 warmup: int | None = None, trials: int | None = None,
@@ -112,7 +124,8 @@ def make_config(*, init_args: Any = None, input_spec: Any = None, shape_variants
         tolerance = [FP32.atol if atol is None else atol, FP32.rtol if rtol is None else rtol,
                      FP32.rel_l2 if rel_l2 is None else rel_l2]
     return {
-        "device": device, "seed": int(seed), "n_trials": int(n_trials),
+        "device": device, "seed": fresh_seed() if seed is None else int(seed),
+        "n_trials": int(n_trials),
         "init_args": _json(init_args), "input_spec": _json(input_spec),
         "shape_variants": variants, "shape_variants_skipped": skipped, "tolerance": tolerance,
         "time_it": bool(time_it), "inductor": cuda if inductor is None else bool(inductor),
@@ -150,7 +163,7 @@ def _sandbox(cfg: dict[str, Any], workers: int, timeout_s: float, mem_mb: int | 
 
 def verify(reference_code: str, candidate_code: str, *, init_args: Any = None,
            input_spec: Any = None, shape_variants: Any = None, device: str = "auto",
-           n_trials: int = 3, seed: int = 0, timeout_s: float = 300.0,
+           n_trials: int = N_TRIALS, seed: int | None = None, timeout_s: float = 300.0,
            mem_mb: int | None | str = "auto", atol: float | None = None,
            rtol: float | None = None, rel_l2: float | None = None, time_it: bool = True,
            inductor: bool | None = None, allow_compile: bool = False,
@@ -170,10 +183,12 @@ def verify(reference_code: str, candidate_code: str, *, init_args: Any = None,
             :func:`normalize_variants`).
         device: ``"auto"`` (CUDA when present), ``"cuda"`` or ``"cpu"``. On the CPU Triton
             kernels run under ``TRITON_INTERPRET=1`` on CPU tensors.
-        n_trials: input sets compared (seeds ``seed .. seed + n_trials - 1``).
+        n_trials: input sets compared (seeds ``seed .. seed + n_trials - 1``), 5 by default.
         seed: ``torch.manual_seed`` before building ``Model`` and again before ``ModelNew``
             (so equal parameter layouts get equal weights, as in KernelBench), and the base
-            of the input seeds.
+            of the input seeds. None (the default): a fresh seed from the operating system
+            on every call, so the inputs are new each time (``details["seed"]`` says which,
+            to reproduce a result).
         timeout_s: wall-clock limit for the whole verification (seconds).
         mem_mb: address-space budget of the worker (MiB); ``"auto"``: 8192 on CPU, none on CUDA.
         atol, rtol, rel_l2: override the float tolerances (see :mod:`.correctness`).
@@ -182,7 +197,8 @@ def verify(reference_code: str, candidate_code: str, *, init_args: Any = None,
             Inductor compile costs ~20 s on a 2-core CPU).
         allow_compile: accept a forward that runs through ``torch.compile`` instead of a
             launched custom kernel (only for the offline Inductor baseline solver).
-        warmup, trials: timing calls; default 3/100 on CUDA (KernelBench), 1/5 on CPU.
+        warmup, trials: timing calls; default 3/100 on CUDA (KernelBench), 1/5 on CPU; the
+            trials are cut to about 0.25 s on CUDA (1 s on the CPU), never below 10 (3).
         suspicious_speedup: re-time the candidate when faster than this (x eager).
     Returns:
         A :class:`VerifyResult`; failures of the candidate (and of the sandbox: timeout,

@@ -12,7 +12,12 @@ its steps is part of the defence:
 
 Because the reference outputs and timings are taken first, a candidate that patches
 ``torch.relu`` (say) cannot change what it is compared with or the baseline it is timed
-against. Imports only torch, triton, the standard library and curate.problem.
+against. Memory is poisoned throughout (:mod:`curate.verify.poison`): output elements a
+candidate never writes hold NaN or 3.4e38, never the reference's values. On CUDA every
+kernel the candidate launches must run on the stream the harness gave it: work on a side
+stream is a failure, whether or not it is joined back (the timer syncs the device, so it
+could not hide time, but a kernel on an unjoined stream races its own caller).
+Imports only torch, triton, the standard library and curate's torch-only modules.
 """
 
 from __future__ import annotations
@@ -26,12 +31,14 @@ from typing import Any
 import torch
 
 from curate.problem import build_inputs, load_problem
+from curate.measure import timing as _timing
 from curate.verify import correctness as _correctness
 from curate.verify import guards as _guards
-from curate.verify import timing as _timing
 from curate.verify.correctness import Tolerance, compare
-from curate.verify.guards import LaunchCounter, OpRecorder, python_threads, snapshot, tampered
+from curate.verify.guards import (LaunchCounter, OpRecorder, python_threads, snapshot, side_stream_kernels,
+                                  tampered)
 from curate.verify.load import CandidateLoadError, load_candidate
+from curate.verify.poison import poison_device_cache, poison_host_allocations, poison_outputs
 
 
 class _Fail(Exception):
@@ -72,6 +79,20 @@ def _clone_tree(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {k: _clone_tree(v) for k, v in obj.items()}
     return obj
+
+
+def _time(model: torch.nn.Module, xs: list, device: str, warmup: int, trials: int) -> dict[str, float]:
+    """Median-of-trials timing of ``model(*xs)`` (:func:`curate.measure.timing.time_calls`:
+    CUDA events, L2 flush, the device synchronized before each end event)."""
+    flush = _timing.L2Flush(device) if device.startswith("cuda") else None
+
+    def call():
+        with torch.no_grad():
+            return model(*xs)
+
+    t = _timing.time_calls(call, device, trials, warmup, flush=flush)
+    del flush
+    return t
 
 
 def _same_inputs(a: list, b: list) -> bool:
@@ -121,6 +142,7 @@ def verify_task(reference_code: str, candidate_code: str, cfg: dict[str, Any]) -
         ``reference_error`` (bool: the reference itself failed).
     """
     device = cfg["device"]
+    poison_host_allocations()
     if device == "cpu":
         _use_triton_interpreter()
     os.environ.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")  # no compile pool in a sandbox
@@ -176,9 +198,12 @@ def _reference_phase(code: str, cfg: dict, device: str, det: dict) -> dict[str, 
             out = m(*xs)
         _sync(device)
         after = None if _same_inputs(xs, pristine) else _clone(xs)
-        # a module may hand out a buffer it overwrites on the next call: keep a copy
+        # a module may hand out a buffer it overwrites on the next call: keep a copy, and
+        # poison the original so no candidate allocation inherits the right answer
         done.append({"label": label, "i": i, "init": s_init, "spec": s_spec, "seed": s_seed,
                      "out": _clone_tree(out), "after": after})
+        poison_outputs(out, keep=list(m.parameters()) + list(m.buffers()))
+        _sync(device)
         del out
         del xs, pristine
     det["reference_ops"] = sorted(recorder.compute_ops())
@@ -186,13 +211,13 @@ def _reference_phase(code: str, cfg: dict, device: str, det: dict) -> dict[str, 
     eager_ms = inductor_ms = None
     if cfg["time_it"]:
         xs = _make_inputs(ns, spec, device, seed)
-        t = _timing.time_call(model, xs, device, cfg["warmup"], cfg["trials"])
+        t = _time(model, xs, device, cfg["warmup"], cfg["trials"])
         eager_ms = t["median_ms"]
         det["eager_timing"] = t
         if cfg["inductor"]:
             try:
                 compiled = torch.compile(model)
-                t = _timing.time_call(compiled, xs, device, max(cfg["warmup"], 1), cfg["trials"])
+                t = _time(compiled, xs, device, max(cfg["warmup"], 1), cfg["trials"])
                 inductor_ms = t["median_ms"]
                 det["inductor_timing"] = t
             except Exception as exc:  # the baseline failing must not sink the candidate
@@ -206,9 +231,12 @@ def _guard_snapshot() -> dict[str, int]:
     return snapshot({
         "correctness.compare": (_correctness, "compare"),
         "correctness._compare_tensor": (_correctness, "_compare_tensor"),
-        "timing.time_call": (_timing, "time_call"),
+        "timing.time_calls": (_timing, "time_calls"),
+        "timing.time_cuda": (_timing, "time_cuda"),
         "timing._perf_counter": (_timing, "_perf_counter"),
         "timing._Event": (_timing, "_Event"),
+        "timing._cuda_synchronize": (_timing, "_cuda_synchronize"),
+        "worker._time": (sys.modules[__name__], "_time"),
         "guards.tampered": (_guards, "tampered"),
         "worker.compare": (sys.modules[__name__], "compare"),
         "worker._same_inputs": (sys.modules[__name__], "_same_inputs"),
@@ -260,14 +288,26 @@ def _candidate_phase(code: str, ref: dict, cfg: dict, device: str, tol: Toleranc
         m = model_for(s["init"])
         xs = _make_inputs(ref["ns"], s["spec"], device, s["seed"])
         pristine = _clone(xs) if s["after"] is None else None
+        poison_device_cache(device, [t.numel() * t.element_size() for t in _tensors(s["out"])])
         c0 = counter.count
+        side0 = counter.side_stream
         try:
             if n == 0 and not allow_compile:
                 with recorder:
                     out = m(*xs)
+            elif n == 1 and device.startswith("cuda") and not allow_compile:
+                # a profiled forward names the stream of every kernel, extensions' too
+                side = side_stream_kernels(lambda: m(*xs))
+                out = side["out"]
+                det["stream_check"] = {k: v for k, v in side.items() if k != "out"}
+                if side.get("kernels_on_side_streams"):
+                    raise _Fail("kernel launched on a side stream: "
+                                + ", ".join(side["kernels_on_side_streams"][:3]))
             else:
                 out = m(*xs)
             _sync(device)
+        except _Fail:
+            raise
         except BaseException as exc:  # untrusted code: SystemExit included
             if n == 0:
                 res["compiled"] = False
@@ -275,6 +315,8 @@ def _candidate_phase(code: str, ref: dict, cfg: dict, device: str, tol: Toleranc
             raise _Fail(f"forward raised on {where}: {_short(exc)}") from None
         if n == 0:
             res["compiled"] = True
+        if counter.side_stream > side0:
+            raise _Fail(f"kernel launched on a side stream on {where}")
         launched = counter.count - c0
         launches_total += launched
         check_guards(where)
@@ -313,7 +355,7 @@ def _time_candidate(ref: dict, cfg: dict, device: str, model: torch.nn.Module, r
     det = res["details"]
     xs = _make_inputs(ref["ns"], ref["spec"], device, cfg["seed"])
     try:
-        t = _timing.time_call(model, xs, device, cfg["warmup"], cfg["trials"])
+        t = _time(model, xs, device, cfg["warmup"], cfg["trials"])
     except Exception as exc:
         det["timing_error"] = _short(exc)
         return
@@ -323,7 +365,7 @@ def _time_candidate(ref: dict, cfg: dict, device: str, model: torch.nn.Module, r
         # an outsized speedup must survive a second timing on fresh inputs; keep the slower
         xs = _make_inputs(ref["ns"], ref["spec"], device, cfg["seed"] + 999)
         try:
-            t2 = _timing.time_call(model, xs, device, cfg["warmup"], cfg["trials"])
+            t2 = _time(model, xs, device, cfg["warmup"], cfg["trials"])
         except Exception as exc:
             det["timing_error"] = _short(exc)
             return
@@ -335,6 +377,16 @@ def _time_candidate(ref: dict, cfg: dict, device: str, model: torch.nn.Module, r
             res["speedup_vs_eager"] = res["eager_ms"] / cand_ms
         if res["inductor_ms"]:
             res["speedup_vs_inductor"] = res["inductor_ms"] / cand_ms
+
+
+def _tensors(obj: Any) -> list[torch.Tensor]:
+    if isinstance(obj, torch.Tensor):
+        return [obj]
+    if isinstance(obj, (list, tuple)):
+        return [t for o in obj for t in _tensors(o)]
+    if isinstance(obj, dict):
+        return [t for o in obj.values() for t in _tensors(o)]
+    return []
 
 
 def _dynamo_graphs() -> int:
