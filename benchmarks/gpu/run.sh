@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The GPU runs behind benchmarks/h100-measure.md, one phase per device call (each must end
+# within the call's 10 minutes). Run from the repository root on the GPU machine, carrying
+# .whl (polars wheels, for the stage tables) and .carry (KernelBench, loop results, mined
+# problems). Results go to $OUT (the device tool's folder that comes back), else ./out-gpu.
+#
+#   bash benchmarks/gpu/run.sh tests              GPU tests: timing, faults, red team (~6 min)
+#   bash benchmarks/gpu/run.sh loop SKIP LIMIT    plain KernelBench-style loop over level 1
+#   bash benchmarks/gpu/run.sh ours               curate's engine on level 1, cold caches,
+#                                                 compared with .carry/loop/*.jsonl
+#   bash benchmarks/gpu/run.sh mined              `curate measure` on .carry/mined (mined problems)
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+source benchmarks/gpu/env.sh
+OUT=${OUT:-out-gpu}
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/gpu.txt"
+python3 -c "import torch, triton, sys; print(torch.__version__, triton.__version__, sys.version.split()[0])" | tee -a "$OUT/gpu.txt"
+case "${1:-}" in
+  tests)
+    python3 -m pytest -q -p no:cacheprovider tests/test_timing.py tests/test_gpu_lock.py \
+      tests/test_measure_faults.py tests/test_verifier.py 2>&1 | tee "$OUT/pytest-gpu.txt" | tail -40 ;;
+  loop)
+    python3 -m curate.bench.kernelbench_loop --kernelbench "$CURATE_KERNELBENCH" --level 1 \
+      --skip "${2:-0}" --limit "${3:-34}" --out "$OUT/loop" 2>&1 | tail -5
+    cp "$OUT/loop/results.jsonl" "$OUT/loop-${2:-0}.jsonl" ;;
+  ours)
+    loops=$(ls .carry/loop/*.jsonl 2>/dev/null | paste -sd, -)
+    python3 -m curate.bench.measure --kernelbench "$CURATE_KERNELBENCH" --baseline "$KB_BASELINE" \
+      --level 1 --fresh-cache ${loops:+--loop "$loops"} --out "$OUT/ours" --quiet 2>&1 | tail -60 ;;
+  mined)
+    python3 -m curate.cli measure --from .carry/mined --out "$OUT/mined" --device cuda \
+      --inductor-cache /tmp/curate-fresh-cache 2>&1 | tail -5
+    python3 - "$OUT/mined" <<'PY'
+import json, sys
+s = json.load(open(f"{sys.argv[1]}/measure/stats.json"))
+print(json.dumps({k: s.get(k) for k in ("in", "kept", "rejected", "seconds", "rejected_by_reason",
+                                         "compile_workers", "compile_ahead", "compile_cache_hits")}, indent=1))
+print("rows per hour:", round(3600 * s["in"] / s["seconds"]))
+PY
+    ;;
+  *) sed -n 2,14p "$0"; exit 2 ;;
+esac
