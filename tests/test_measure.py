@@ -15,7 +15,7 @@ import pytest
 import torch
 
 from curate.bench import export_jsonl
-from curate.bench.measure import load_problems, run_bench
+from curate.bench.measure import compare_with_loop, load_problems, run_bench
 from curate.measure import run
 from curate.measure.core import measure_problem
 from curate.journal import Journal
@@ -196,16 +196,26 @@ def test_export_and_bench_on_cpu(tmp_path):
     lines = [json.loads(x) for x in (tmp_path / "bench" / "results.jsonl").read_text().splitlines()]
     assert [x["problem_id"] for x in sorted(lines, key=lambda x: x["problem_id"])] == ["p_gelu", "p_linear"]
     assert summary["timed"] == 2 and summary["eager"]["n"] == 2
-    assert summary["throughput"]["overhead_seconds_per_problem_mean"] > 0
-    assert summary["throughput"]["problems_per_hour_without_inductor"] > 0
+    assert summary["throughput"]["overhead_seconds_per_problem"] > 0
+    assert summary["throughput"]["problems_per_hour_eager_path"] > 0
+    assert summary["throughput"]["problems_per_hour_end_to_end"] > 0
     assert "test.linear" in (tmp_path / "bench" / "table.txt").read_text()
+    # a plain loop's records for the same problems: 10% slower on one, equal on the other
+    results = [x for x in lines]
+    loop = {x["name"]: {"name": x["name"], "median_ms": x["eager"]["median_ms"] * f, "wall_seconds": 5.0}
+            for x, f in zip(results, (1 / 1.1, 1.0))}
+    cmp = compare_with_loop(results, loop, wall_s=2.0)
+    assert cmp["n"] == 2 and cmp["median_abs_deviation"] == pytest.approx(0.05)
+    assert cmp["within_5pct"] == 0.5
+    assert cmp["throughput_ratio"] == pytest.approx((3600 * 2 / 2.0) / (3600 * 2 / 10.0))
 
 
 def test_gpu_side_modules_import_only_torch_and_stdlib():
     """The GPU machine lacks polars, datasets, libcst...: the worker, the benchmark script and
     the validation task must not pull them in."""
-    code = ("import sys, curate.bench.measure, curate.measure.core, curate.measure.worker, "
-            "curate.diversify.validate\n"
+    code = ("import sys, curate.bench.measure, curate.bench.kernelbench_loop, curate.measure.core, "
+            "curate.measure.worker, curate.measure.compile_ahead, curate.measure.gpu_lock, "
+            "curate.measure.profile, curate.verify.worker, curate.diversify.validate\n"
             "bad = {'polars', 'datasets', 'libcst', 'datasketch', 'typer', 'rich', 'yaml', 'pyarrow'}\n"
             "print(sorted({m.split('.')[0] for m in sys.modules} & bad))")
     root = Path(__file__).resolve().parents[1]

@@ -171,3 +171,31 @@ def test_side_stream_work_is_inside_the_timed_interval_and_graph_replay():
     assert len(graph) == 20 and min(graph) > 0
     with pytest.raises(RuntimeError, match="capture failed"):
         timing.time_cuda_graph(lambda: x.sum().item(), 5)
+
+
+def test_library_kernel_names():
+    from curate.measure.profile import is_library_kernel
+
+    library = ["sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32_warpgroupsize1x1x1",
+               "ampere_sgemm_128x64_nn", "nvjet_tst_128x64_64x8_1x1_v_bz_TNT",
+               "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_128x128_32x3_nn_align4>(Params)",
+               "void implicit_convolve_sgemm<float, float, 128, 5, 5, 3, 3, 3, 1, false, false, true>",
+               "void cudnn::engines_precompiled::nchwToNhwcKernel<float, float, float, false>",
+               "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128>>"]
+    other = ["void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>",
+             "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, MeanOps>>",
+             "triton_poi_fused_convolution_relu_0", "triton_red_fused__softmax_1",
+             "void (anonymous namespace)::softmax_warp_forward<float, float, float, 10, false>"]
+    assert all(is_library_kernel(n) for n in library), [n for n in library if not is_library_kernel(n)]
+    assert not any(is_library_kernel(n) for n in other), [n for n in other if is_library_kernel(n)]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_library_share_of_a_matmul_and_an_elementwise_op():
+    from curate.measure.profile import library_share
+
+    a = torch.randn(2048, 2048, device="cuda")
+    mm = library_share(lambda: a @ a)
+    ew = library_share(lambda: (a * 2).relu())
+    assert mm["library_share"] > 0.9 and mm["kernels"] >= 1
+    assert ew["library_share"] == 0.0 and ew["kernels"] == 2
