@@ -124,12 +124,19 @@ class LocalExecutor(Executor):
 
     Args:
         workers: processes (default: CPU count); 1 runs everything in the calling process.
+            The pool starts at the first :meth:`imap` and lives until :meth:`close`; a map with
+            ``shared`` data uses a pool of its own for that map.
     """
 
     kind = "local"
 
     def __init__(self, workers: int | None = None):
         self.workers = max(1, workers or os.cpu_count() or 1)
+        self._pool: ProcessPoolExecutor | None = None
+
+    def _new_pool(self, **init: Any) -> ProcessPoolExecutor:
+        # spawn, not fork: the parent may hold torch's threads; a forked child could deadlock
+        return ProcessPoolExecutor(self.workers, mp_context=get_context("spawn"), **init)
 
     def imap(self, fn: Callable, items: Sequence, *, shared: Any = _NO_SHARED,
              chunksize: int = 1) -> Iterator[tuple[int, Any]]:
@@ -138,12 +145,19 @@ class LocalExecutor(Executor):
             for i, x in enumerate(items):
                 yield i, (fn(x) if shared is _NO_SHARED else fn(shared, x))
             return
-        init = {} if shared is _NO_SHARED else {"initializer": _set_shared,
-                                                 "initargs": (pickle.dumps(shared, protocol=5),)}
-        # spawn, not fork: the parent may hold torch's threads; a forked child could deadlock
-        with ProcessPoolExecutor(self.workers, mp_context=get_context("spawn"), **init) as pool:
-            todo = deque(_chunks(len(items), max(1, chunksize)))
-            running: dict[Future, range] = {}
+        if shared is _NO_SHARED:  # one pool for the executor's life: workers start once
+            self._pool = self._pool or self._new_pool()
+            yield from self._stream(self._pool, fn, items, chunksize)
+            return
+        # shared data reaches each worker once, through the initializer of a pool of its own
+        with self._new_pool(initializer=_set_shared, initargs=(pickle.dumps(shared, protocol=5),)) as pool:
+            yield from self._stream(pool, fn, items, chunksize)
+
+    def _stream(self, pool: ProcessPoolExecutor, fn: Callable, items: list,
+                chunksize: int) -> Iterator[tuple[int, Any]]:
+        todo = deque(_chunks(len(items), max(1, chunksize)))
+        running: dict[Future, range] = {}
+        try:
             while todo or running:
                 while todo and len(running) < 4 * self.workers:  # bounded: results stream back
                     r = todo.popleft()
@@ -152,11 +166,19 @@ class LocalExecutor(Executor):
                 for fut in finished:
                     r = running.pop(fut)
                     yield from zip(r, fut.result())
+        finally:
+            for fut in running:  # a failed or abandoned map leaves no queued work behind
+                fut.cancel()
 
     def sandboxed(self, fn: Callable, calls: Sequence[tuple[tuple, dict]], *, timeout_s: float,
                   mem_mb: int | None, guard: bool = False) -> Iterator[tuple[int, Outcome]]:
         sandbox = Sandbox(workers=self.workers, timeout_s=timeout_s, mem_mb=mem_mb, guard=guard)
         yield from sandbox.map(fn, calls)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+            self._pool = None
 
 
 class RayExecutor(Executor):

@@ -52,28 +52,31 @@ def test_local_pool_indexes_real_files_like_one_process(tmp_path: Path):
     items = [(str(f), *module_name(source.root, f)) for f in source.files()]
     assert len(items) >= 25
     serial = list(LocalExecutor(1).map(index_file, items))
-    pooled = list(LocalExecutor(2).map(index_file, items, chunksize=5))
+    with LocalExecutor(2) as ex:
+        pooled = list(ex.map(index_file, items, chunksize=5))
+        seen = sorted(i for i, _ in ex.imap(index_file, items, chunksize=7))  # the same pool again
     assert pooled == serial  # same indexes, same order
     assert all(idx is not None for idx, _ in pooled)
-    seen = sorted(i for i, _ in LocalExecutor(2).imap(index_file, items, chunksize=7))
     assert seen == list(range(len(items)))  # every item once
 
 
 def test_local_pool_passes_shared_data_and_raises_task_errors():
-    ex = LocalExecutor(2)
-    assert list(ex.map(_scale, range(10), shared=0.5, chunksize=3)) == [0.5 * i for i in range(10)]
-    with pytest.raises(ValueError, match="bad item"):
-        list(ex.map(_fail, range(4)))
+    with LocalExecutor(2) as ex:
+        assert list(ex.map(_scale, range(10), shared=0.5, chunksize=3)) == [0.5 * i for i in range(10)]
+        with pytest.raises(ValueError, match="bad item"):
+            list(ex.map(_fail, range(4)))
+        assert list(ex.map(_square, range(5))) == [0, 1, 4, 9, 16]  # the pool survives a failed map
     with pytest.raises(ValueError, match="unknown executor"):
         make_executor("spark")
 
 
 def test_parallel_closures_match_the_serial_ones(tmp_path: Path):
     """The resolver travels once per worker; closures come back in candidate order."""
-    found = scan(_torch_nn(tmp_path), LocalExecutor(2))
+    with LocalExecutor(2) as ex:
+        found = scan(_torch_nn(tmp_path), ex)
+        pooled = closure_sources(found, ex, found.candidates, min_parallel=0)
     assert len(found.candidates) > 100
     serial = closure_sources(found, LocalExecutor(1), found.candidates)
-    pooled = closure_sources(found, LocalExecutor(2), found.candidates, min_parallel=0)
     assert pooled == serial
     assert sum(status == "ok" for status, _ in serial) > 100
 
@@ -140,7 +143,9 @@ def test_mine_on_ray_writes_the_table_of_the_local_run(ray_ex, tmp_path: Path):
     (src / "pkg" / "broken.py").write_text("class Broken(nn.Module:\n    pass\n")
     manifest = tmp_path / "m.yaml"
     manifest.write_text(f"sources:\n  - {{kind: dir, name: repo, path: {src}}}\n")
-    on_ray = run(manifest=manifest, out=tmp_path / "ray", timeout_s=20, mem_mb=2048, executor=ray_ex)
+    # by name, as the CLI and the pipeline YAML pass it: joins the Ray instance already running
+    on_ray = run(manifest=manifest, out=tmp_path / "ray", timeout_s=20, mem_mb=2048, executor="ray")
+    assert ray_ex._ray.is_initialized()  # not shut down by the run that did not start it
     local = run(manifest=manifest, out=tmp_path / "local", workers=2, timeout_s=20, mem_mb=2048)
     assert on_ray["executor"] == "ray" and local["executor"] == "local"
     assert on_ray["in"] == local["in"] == 3 and on_ray["kept"] == local["kept"] == 1

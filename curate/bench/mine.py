@@ -16,8 +16,9 @@ and prints, per phase, seconds and rates, the median of ``--repeat`` runs:
 - ``closure``: build each module class's self-contained source.
 
 ``files/s`` is all files of the sources over the sum of the phases; ``classes/s`` is the
-``nn.Module`` classes found over the same time. ``--libcst-sample N`` also times libcst's
-index (the previous indexer) on N of the kept files with the same executor, for comparison.
+``nn.Module`` classes found over the same time. ``--libcst-sample N`` also times the index
+and libcst's (the previous indexer) on the same N files with module classes, spread over
+the sources, with the same executor.
 ``--synthesize N`` then runs sandboxed synthesis on the first N candidates whose closure
 was built (spread over the sources) and prints modules/s and the yield.
 The first run downloads the wheels into the cache (not timed as a figure: use ``--repeat``).
@@ -55,7 +56,7 @@ def one_run(entries: list[dict], ex: Executor, cache: Path) -> dict[str, Any]:
     """Mine ``entries`` up to (not including) synthesis; figures and the built tasks."""
     from curate.mine import closures
     from curate.mine.scan import scan
-    from curate.mine.sources import resolve
+    from curate.mine.sources import SourceUnavailable, resolve
 
     from curate.mine.scan import cpu_time
 
@@ -66,7 +67,12 @@ def one_run(entries: list[dict], ex: Executor, cache: Path) -> dict[str, Any]:
     tasks, scans = [], []
     for entry in entries:
         t, c = time.monotonic(), cpu_time()
-        source = resolve(entry, cache)
+        try:
+            source = resolve(entry, cache)
+        except SourceUnavailable as exc:
+            counts["unavailable"] += 1
+            print(f"skipped {entry['name']}: {str(exc)[-200:]}", file=sys.stderr)
+            continue
         files = source.files()
         sec["resolve"] += time.monotonic() - t
         cpu["resolve"] += cpu_time() - c
@@ -165,18 +171,21 @@ def main(argv: list[str] | None = None) -> None:
 
         if args.libcst_sample:
             from curate.mine.closure import module_name
+            from curate.mine.scan import index_file
 
             items = []
             for found in last["scans"]:
                 for rel in sorted({rel for rel, _, _ in found.candidates}):
                     mod, pkg = module_name(found.source.root, found.source.root / rel)
                     items.append((str(found.source.root / rel), mod, pkg))
-            items = items[: args.libcst_sample]
-            t = time.monotonic()
-            ok = sum(ex.map(_cst_index, items, chunksize=4))
-            dt = time.monotonic() - t
-            print(f"\nlibcst index of {len(items)} kept files ({ok} parsed): {dt:.1f} s, "
-                  f"{len(items) / dt:.1f} files/s")
+            items = items[:: max(1, len(items) // args.libcst_sample)][: args.libcst_sample]  # spread
+            for label, fn in (("ast (libcst fallback)", index_file), ("libcst", _cst_index)):
+                t = time.monotonic()
+                list(ex.map(fn, items, chunksize=4))
+                dt = time.monotonic() - t
+                print(f"{label} index of the same {len(items)} files with module classes "
+                      f"({sum(Path(i[0]).stat().st_size for i in items) / 1e6:.1f} MB): {dt:.1f} s, "
+                      f"{len(items) / dt:.1f} files/s")
 
         if args.synthesize:
             from curate.mine.synthesize import synthesize_task
