@@ -60,6 +60,23 @@ def _run_chunk(fn: Callable, items: list, shared: Any = _NO_SHARED) -> list:
     return [fn(shared, x) for x in items]
 
 
+_RAY_SHARED: dict[str, Any] = {}  # object id -> the shared object, in a Ray worker process
+
+
+def _run_chunk_ray(fn: Callable, items: list, box: list | None = None) -> list:
+    """A Ray task's body. The shared object comes as an ObjectRef inside a list (so Ray does
+    not resolve it for every task) and is fetched once per worker process."""
+    if box is None:
+        return _run_chunk(fn, items)
+    import ray
+
+    key = box[0].hex()
+    if key not in _RAY_SHARED:
+        _RAY_SHARED.clear()  # one map's data at a time
+        _RAY_SHARED[key] = ray.get(box[0])
+    return _run_chunk(fn, items, _RAY_SHARED[key])
+
+
 def _set_shared(blob: bytes) -> None:
     global _SHARED
     _SHARED = pickle.loads(blob)
@@ -108,6 +125,11 @@ class Executor(ABC):
                   mem_mb: int | None, guard: bool = False) -> Iterator[tuple[int, Outcome]]:
         """Run untrusted ``fn(*args, **kwargs)`` per call, each in its own sandbox process
         (see :class:`curate.sandbox.Sandbox`); yield ``(index, Outcome)`` in completion order."""
+
+    def worker_cpu_seconds(self) -> float:
+        """CPU seconds used so far by live worker processes this machine can see (0 when
+        they are elsewhere); for benchmarks, with ``RUSAGE_CHILDREN`` for ended ones."""
+        return 0.0
 
     def close(self) -> None:
         """Release the executor's resources (a Ray instance it started)."""
@@ -175,6 +197,18 @@ class LocalExecutor(Executor):
         sandbox = Sandbox(workers=self.workers, timeout_s=timeout_s, mem_mb=mem_mb, guard=guard)
         yield from sandbox.map(fn, calls)
 
+    def worker_cpu_seconds(self) -> float:
+        total = 0.0
+        tick = os.sysconf("SC_CLK_TCK")
+        for proc in list(getattr(self._pool, "_processes", None) or {}):
+            try:  # /proc/PID/stat fields 14 and 15: user and system time in clock ticks
+                with open(f"/proc/{proc}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / tick
+            except (OSError, ValueError, IndexError):
+                continue
+        return total
+
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown(cancel_futures=True)
@@ -212,7 +246,7 @@ class RayExecutor(Executor):
             ray.init(address=address, num_cpus=None if address else num_cpus, include_dashboard=False,
                      log_to_driver=False, runtime_env=runtime_env, configure_logging=False)
         self.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
-        self._chunk = ray.remote(num_cpus=1)(_run_chunk)
+        self._chunk = ray.remote(num_cpus=1)(_run_chunk_ray)
         self._call = ray.remote(num_cpus=1, max_retries=0)(_sandboxed_call)
 
     def _stream(self, submit: Callable[[int], Any], n: int) -> Iterator[tuple[int, Any]]:
@@ -233,8 +267,7 @@ class RayExecutor(Executor):
              chunksize: int = 1) -> Iterator[tuple[int, Any]]:
         items = list(items)
         chunks = _chunks(len(items), max(1, chunksize))
-        # the sentinel does not survive pickling: without shared data, pass no third argument
-        extra = (self._ray.put(shared),) if shared is not _NO_SHARED else ()
+        extra = ([self._ray.put(shared)],) if shared is not _NO_SHARED else ()
         for k, results in self._stream(
                 lambda k: self._chunk.remote(fn, [items[i] for i in chunks[k]], *extra), len(chunks)):
             yield from zip(chunks[k], results)

@@ -66,7 +66,7 @@ def one_run(entries: list[dict], ex: Executor, cache: Path) -> dict[str, Any]:
     reasons: Counter = Counter()
     tasks, scans = [], []
     for entry in entries:
-        t, c = time.monotonic(), cpu_time()
+        t, c = time.monotonic(), cpu_time(ex)
         try:
             source = resolve(entry, cache)
         except SourceUnavailable as exc:
@@ -75,15 +75,15 @@ def one_run(entries: list[dict], ex: Executor, cache: Path) -> dict[str, Any]:
             continue
         files = source.files()
         sec["resolve"] += time.monotonic() - t
-        cpu["resolve"] += cpu_time() - c
+        cpu["resolve"] += cpu_time(ex) - c
         found = scan(source, ex, files)
         for k, v in found.seconds.items():
             sec[k] += v
             cpu[k] += found.cpu_seconds[k]
-        t, c = time.monotonic(), cpu_time()
+        t, c = time.monotonic(), cpu_time(ex)
         built = closures(found, executor=ex)
         sec["closure"] += time.monotonic() - t
-        cpu["closure"] += cpu_time() - c
+        cpu["closure"] += cpu_time(ex) - c
         counts["files"] += found.files
         counts["bytes"] += sum(f.stat().st_size for f in files)
         counts["skipped"] += len(found.skipped)

@@ -79,10 +79,12 @@ class Scan:
         return sum(1 for i in self.resolver.indexes.values() if i is not None) - self.eager
 
 
-def cpu_time() -> float:
-    """CPU seconds of this process plus its ended (waited-for) child processes."""
+def cpu_time(executor: Executor | None = None) -> float:
+    """CPU seconds of this process, its ended (waited-for) child processes and the
+    executor's live local workers."""
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+    live = executor.worker_cpu_seconds() if executor is not None else 0.0
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime + live
 
 
 def index_file(item: tuple[str, str, bool]) -> tuple[FileIndex | None, str]:
@@ -103,11 +105,11 @@ def scan(source: Source, executor: Executor, files: list[Path] | None = None) ->
         files: the files to scan (default: :meth:`Source.files`).
     """
     files = source.files() if files is None else files
-    t0, c0 = time.monotonic(), cpu_time()
+    t0, c0 = time.monotonic(), cpu_time(executor)
     kept, skipped = [], []
     for f in files:
         (kept if may_define_class(f.read_bytes()) else skipped).append(f)
-    t1, c1 = time.monotonic(), cpu_time()
+    t1, c1 = time.monotonic(), cpu_time(executor)
 
     items = []
     for f in kept:
@@ -117,7 +119,7 @@ def scan(source: Source, executor: Executor, files: list[Path] | None = None) ->
     chunk = max(1, min(32, len(items) // (8 * executor.workers) or 1))
     results = list(progress(executor.map(index_file, items, chunksize=chunk), len(items),
                             f"index {source.name}"))
-    t2, c2 = time.monotonic(), cpu_time()
+    t2, c2 = time.monotonic(), cpu_time(executor)
 
     # a file that does not parse is remembered as None, so no lookup parses it again
     indexes: dict[str, FileIndex | None] = {mod: idx for (_, mod, _), (idx, _) in zip(items, results)}
@@ -133,7 +135,7 @@ def scan(source: Source, executor: Executor, files: list[Path] | None = None) ->
         for cls in idx.classes:
             if result.resolver.is_module_class(mod, cls):
                 result.candidates.append((rel, mod, cls))
-    t3, c3 = time.monotonic(), cpu_time()
+    t3, c3 = time.monotonic(), cpu_time(executor)
     result.seconds = {"prefilter": t1 - t0, "index": t2 - t1, "classes": t3 - t2}
     result.cpu_seconds = {"prefilter": c1 - c0, "index": c2 - c1, "classes": c3 - c2}
     return result
