@@ -189,6 +189,7 @@ def main(argv: list[str] | None = None) -> None:
 
         if args.synthesize:
             from curate.mine.synthesize import synthesize_task
+            from curate.sandbox import FILESYSTEM, NETWORK, PROCESS
 
             picked = _spread(last["tasks"], args.synthesize)
             calls = [((*task[:3], args.timeout_s * 0.8), {}) for _, task in picked]
@@ -197,9 +198,11 @@ def main(argv: list[str] | None = None) -> None:
                                          guard=True))
             dt = time.monotonic() - t
             reasons = Counter()
-            for o in outcomes.values():
+            for i, o in sorted(outcomes.items()):
                 v = o.value if o.ok else {"ok": False, "reason": o.status}
                 reasons["kept" if v["ok"] else v["reason"]] += 1
+                if o.status in (NETWORK, FILESYSTEM, PROCESS):  # what the guard refused, to review
+                    print(f"  {o.status}: {picked[i][0]['name']}: {o.error[:200]}")
             print(f"\nsynthesis of {len(calls)} candidates: {dt:.1f} s, {len(calls) / dt:.2f} modules/s, "
                   f"yield {reasons['kept'] / max(1, len(calls)):.0%} ("
                   + ", ".join(f"{k} {v}" for k, v in reasons.most_common()) + ")")
