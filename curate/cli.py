@@ -61,13 +61,17 @@ def mine(
     timeout_s: float = typer.Option(30.0, help="Seconds allowed to synthesize one module's inputs."),
     mem_mb: int = typer.Option(4096, help="Memory budget per synthesis worker (MiB)."),
     limit: Optional[int] = typer.Option(None, help="Stop after this many candidate modules (for trials)."),
+    executor: str = typer.Option("local", help="Where indexing, closures and synthesis run: 'local' "
+                                 "(a process pool on this machine) or 'ray' (a Ray cluster)."),
+    ray_address: Optional[str] = typer.Option(None, help="Ray cluster to join ('auto', 'ray://host:10001'); "
+                                              "default: start a local Ray instance (--executor ray)."),
 ) -> None:
     """Find nn.Module subclasses in the manifest's sources and write KernelBench-format problems."""
     from curate.mine import run
 
     with _clear_errors():
         _echo_stats(run(manifest=manifest, out=out, workers=workers, timeout_s=timeout_s,
-                        mem_mb=mem_mb, limit=limit))
+                        mem_mb=mem_mb, limit=limit, executor=executor, ray_address=ray_address))
 
 
 @app.command()

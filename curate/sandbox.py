@@ -11,7 +11,17 @@ Limits per task:
 - memory: the address-space limit (``RLIMIT_AS``) is set to the size the process has at
   start plus ``mem_mb`` MiB, so an allocation past the budget fails inside the task;
 - working directory: a fresh temporary directory, removed afterwards;
-- output: the task's stdout/stderr go to /dev/null (mined code prints).
+- output: the task's stdout/stderr go to /dev/null (mined code prints);
+- guard (``guard=True``): an audit hook (:pep:`578`) refuses network use (connect, bind,
+  send, DNS lookups), filesystem changes outside the task's working directory (opening for
+  writing, remove, rename, mkdir, rmtree, chmod, ...; ``TMPDIR`` points into that
+  directory, so torch's temporary files land there) and starting or signalling other
+  processes. The first refused action ends the task with
+  status ``network``, ``filesystem`` or ``process`` even when the task's own code catches
+  the exception: the violation is reported before anything else runs. The hook sees what
+  Python code does through the standard library; it is a tripwire for mined code that
+  downloads weights, writes caches or shells out, not a barrier against native code
+  (ctypes, C extensions): the process boundary and its limits are.
 
 A CUDA task must not rely on ``RLIMIT_AS`` (the CUDA driver reserves huge address ranges):
 pass ``mem_mb=None`` and enforce GPU memory inside the task.
@@ -26,7 +36,9 @@ import importlib.util
 import multiprocessing as mp
 import multiprocessing.connection as mpc
 import os
+import shutil
 import signal
+import sys
 import tempfile
 import time
 import traceback
@@ -35,6 +47,8 @@ from typing import Any, Callable, Iterable, Iterator
 
 #: Outcome statuses.
 OK, ERROR, TIMEOUT, MEMORY, CRASH = "ok", "error", "timeout", "memory", "crash"
+#: Outcome statuses of a guarded task that tried a refused action.
+NETWORK, FILESYSTEM, PROCESS = "network", "filesystem", "process"
 
 _MEMORY_MARKERS = ("can't allocate memory", "out of memory", "MemoryError", "std::bad_alloc")
 
@@ -45,7 +59,8 @@ class Outcome:
 
     Attributes:
         status: ``ok``, ``error`` (the task raised), ``timeout``, ``memory`` (allocation past
-            the limit) or ``crash`` (the process died, e.g. a segfault or ``os._exit``).
+            the limit), ``crash`` (the process died, e.g. a segfault or ``os._exit``), or,
+            under a guard, ``network``, ``filesystem`` or ``process`` (a refused action).
         value: the task's return value when ``status == "ok"``.
         error: ``"ExcType: message"`` or a description of the death.
         seconds: wall-clock seconds from start to result.
@@ -89,11 +104,81 @@ def _vm_bytes() -> int:
     return 0
 
 
-def _child(conn, fn: Callable, args: tuple, kwargs: dict, mem_mb: int | None, quiet: bool) -> None:
+# Audit events the guard refuses, by category; for file events, the positions of path
+# arguments (an action is refused when one of them lies outside the writable folders).
+_NETWORK_EVENTS = frozenset({"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg",
+                             "socket.getaddrinfo", "socket.gethostbyname", "socket.gethostbyaddr",
+                             "socket.getnameinfo"})
+_PROCESS_EVENTS = frozenset({"subprocess.Popen", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
+                             "os.fork", "os.forkpty", "os.kill", "os.killpg", "pty.spawn"})
+_FILE_EVENTS = {"open": (0,), "os.remove": (0,), "os.rmdir": (0,), "os.mkdir": (0,),
+                "os.rename": (0, 1), "os.symlink": (1,), "os.link": (1,), "os.truncate": (0,),
+                "os.chmod": (0,), "os.chown": (0,), "os.utime": (0,), "os.setxattr": (0,),
+                "os.removexattr": (0,), "os.chflags": (0,), "os.lchflags": (0,),
+                "shutil.rmtree": (0,), "shutil.copyfile": (1,), "shutil.copytree": (1,),
+                "shutil.move": (0, 1)}
+_WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
+
+
+def _install_guard(conn, writable: tuple[str, ...]) -> None:
+    """Add the audit hook (it cannot be removed) that reports the first refused action over
+    ``conn`` and ends the process: mined code cannot swallow the refusal."""
+    roots = tuple(os.path.realpath(w) for w in writable)
+    me = os.getpid()
+    busy = []
+
+    def outside(path) -> bool:
+        if isinstance(path, int) or path is None:
+            return False  # an already open descriptor
+        p = os.path.realpath(os.fsdecode(path))
+        return p != os.devnull and not any(p == r or p.startswith(r + os.sep) for r in roots)
+
+    def refuse(category: str, detail: str) -> None:
+        try:
+            conn.send((category, None, detail[:2000]))
+        finally:
+            os._exit(0)
+
+    def hook(event: str, args: tuple) -> None:
+        if busy:
+            return
+        if event in _NETWORK_EVENTS:
+            busy.append(1)
+            refuse(NETWORK, f"{event}{_short(args)}")
+        elif event in _PROCESS_EVENTS:
+            if event == "os.kill" and args and args[0] == me:
+                return  # signalling itself ends only the task
+            busy.append(1)
+            refuse(PROCESS, f"{event}{_short(args)}")
+        elif event in _FILE_EVENTS:
+            if event == "open":
+                flags = args[2] if len(args) > 2 else None
+                mode = args[1] if len(args) > 1 else None
+                writes = (flags & _WRITE_FLAGS) if isinstance(flags, int) else \
+                    isinstance(mode, str) and any(c in mode for c in "wax+")
+                if not writes:
+                    return
+            busy.append(1)
+            try:
+                bad = [args[i] for i in _FILE_EVENTS[event] if i < len(args) and outside(args[i])]
+            except Exception:
+                bad = []
+            if bad:
+                refuse(FILESYSTEM, f"{event} outside the working directory: {bad[0]!r}")
+            busy.pop()
+
+    sys.addaudithook(hook)
+
+
+def _short(args: tuple) -> str:
+    return "(" + ", ".join(repr(a)[:120] for a in args if not hasattr(a, "fileno")) + ")"
+
+
+def _child(conn, fn: Callable, args: tuple, kwargs: dict, mem_mb: int | None, quiet: bool,
+           workdir: str, guard: bool) -> None:
     import resource
 
     os.setsid()  # own process group: a kill reaches whatever the task spawned
-    workdir = tempfile.mkdtemp(prefix="curate-task-")
     os.chdir(workdir)
     if quiet:
         devnull = os.open(os.devnull, os.O_WRONLY)
@@ -106,6 +191,12 @@ def _child(conn, fn: Callable, args: tuple, kwargs: dict, mem_mb: int | None, qu
         import torch
 
         torch.set_num_threads(1)
+        if guard:
+            sys.dont_write_bytecode = True  # a first import must not write __pycache__ files
+            # temporary files (torch's included) go to the private folder, so the shared
+            # temp folder can stay closed to the task
+            os.environ["TMPDIR"] = tempfile.tempdir = workdir
+            _install_guard(conn, (workdir,))
         value = fn(*args, **kwargs)
         conn.send((OK, value, ""))
     except MemoryError as exc:
@@ -141,14 +232,18 @@ class Sandbox:
         timeout_s: wall-clock limit per task (seconds).
         mem_mb: address-space budget per task on top of its start size (MiB); None: no limit.
         quiet: silence the task's stdout/stderr.
+        guard: refuse network use, writes outside the working and temp folders and other
+            processes (see the module docstring); for mined code. Off for work that must
+            compile (Triton and C++ caches, compiler processes).
     """
 
     def __init__(self, workers: int | None = None, timeout_s: float = 60.0,
-                 mem_mb: int | None = 4096, quiet: bool = True):
+                 mem_mb: int | None = 4096, quiet: bool = True, guard: bool = False):
         self.workers = max(1, workers or os.cpu_count() or 1)
         self.timeout_s = timeout_s
         self.mem_mb = mem_mb
         self.quiet = quiet
+        self.guard = guard
 
     def run(self, fn: Callable, *args: Any, **kwargs: Any) -> Outcome:
         """Run one task and wait for its outcome."""
@@ -159,7 +254,7 @@ class Sandbox:
         in completion order."""
         ctx = _context()
         pending = iter(enumerate(calls))
-        running: dict[int, tuple[Any, Any, float]] = {}  # idx -> (process, conn, start)
+        running: dict[int, tuple[Any, Any, float, str]] = {}  # idx -> (process, conn, start, workdir)
         exhausted = False
         while True:
             while not exhausted and len(running) < self.workers:
@@ -169,20 +264,21 @@ class Sandbox:
                     exhausted = True
                     break
                 recv, send = ctx.Pipe(duplex=False)
-                p = ctx.Process(target=_child, args=(send, fn, args, kwargs, self.mem_mb, self.quiet),
-                                daemon=True)
+                workdir = tempfile.mkdtemp(prefix="curate-task-")  # made here: removed even after a kill
+                p = ctx.Process(target=_child, args=(send, fn, args, kwargs, self.mem_mb, self.quiet,
+                                                     workdir, self.guard), daemon=True)
                 p.start()
                 send.close()
-                running[idx] = (p, recv, time.monotonic())
+                running[idx] = (p, recv, time.monotonic(), workdir)
             if not running:
                 return
             now = time.monotonic()
-            wait_s = max(0.0, min(start + self.timeout_s - now for _, _, start in running.values()))
-            handles = [c for _, c, _ in running.values()] + [p.sentinel for p, _, _ in running.values()]
+            wait_s = max(0.0, min(start + self.timeout_s - now for _, _, start, _ in running.values()))
+            handles = [c for _, c, _, _ in running.values()] + [p.sentinel for p, _, _, _ in running.values()]
             ready = set(mpc.wait(handles, timeout=wait_s))
             now = time.monotonic()
             for idx in list(running):
-                p, conn, start = running[idx]
+                p, conn, start, workdir = running[idx]
                 outcome = None
                 if conn in ready or p.sentinel in ready:
                     try:
@@ -201,6 +297,7 @@ class Sandbox:
                 if outcome is not None:
                     kill_tree(p)
                     conn.close()
+                    shutil.rmtree(workdir, ignore_errors=True)
                     del running[idx]
                     yield idx, outcome
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 
-from curate.sandbox import CRASH, ERROR, MEMORY, OK, TIMEOUT, Sandbox
+from curate.sandbox import CRASH, ERROR, FILESYSTEM, MEMORY, NETWORK, OK, PROCESS, TIMEOUT, Sandbox
 
 
 def _square_sum(n):
@@ -56,3 +56,132 @@ def test_map_keeps_going_after_failures():
     assert sorted(fns) == list(range(6))
     assert all(o.status == OK for o in fns.values())
     assert fns[3].value == 0 + 1 + 4.0
+
+
+# --------------------------------------------------------------------------- the guard
+def _connect_quietly():
+    import socket
+
+    try:  # mined code that swallows the refusal is still reported
+        socket.socket().connect(("127.0.0.1", 9))
+    except Exception:
+        pass
+    return "carried on"
+
+
+def _dns_lookup():
+    import urllib.request
+
+    try:
+        urllib.request.urlopen("http://example.com/weights.pt", timeout=2)
+    except Exception:
+        pass
+    return "carried on"
+
+
+def _write(path):
+    try:
+        with open(path, "w") as f:
+            f.write("leaked")
+    except Exception:
+        pass
+    return "carried on"
+
+
+def _remove(path):
+    import shutil
+
+    try:
+        shutil.rmtree(path)
+    except Exception:
+        pass
+    return "carried on"
+
+
+def _shell(path):
+    import subprocess
+
+    return subprocess.run(["touch", path]).returncode
+
+
+def _private_files():
+    """Writing, renaming and removing inside the working folder, and temp files, are allowed."""
+    import tempfile
+
+    import torch
+
+    with open("a.txt", "w") as f:
+        f.write("x")
+    os.rename("a.txt", "b.txt")
+    os.mkdir("sub")
+    os.remove("b.txt")
+    with tempfile.NamedTemporaryFile(suffix=".pt", delete=False) as f:
+        torch.save(torch.ones(3), f.name)
+    return os.getcwd(), f.name
+
+
+def _torch_and_triton_work():
+    """torch and Triton paths mined code and the verifier touch, run under the guard."""
+    os.environ["TRITON_INTERPRET"] = "1"  # read when a kernel is decorated: run it on CPU tensors
+    import torch
+    import torch.nn.functional as F
+    import triton
+    import triton.language as tl
+    from torch import nn
+
+    m = nn.Sequential(nn.Conv2d(3, 8, 3), nn.BatchNorm2d(8), nn.GELU(), nn.Flatten(), nn.LazyLinear(4))
+    y = m(torch.randn(2, 3, 16, 16))
+    q = torch.randn(1, 2, 8, 16)
+    z = F.scaled_dot_product_attention(q, q, q)
+    scripted = torch.jit.script(nn.Linear(4, 4))
+    traced = torch.fx.symbolic_trace(nn.Linear(4, 4))
+
+    @triton.jit
+    def add(x_ptr, y_ptr, o_ptr, n, BLOCK: tl.constexpr):
+        i = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        tl.store(o_ptr + i, tl.load(x_ptr + i, mask=i < n) + tl.load(y_ptr + i, mask=i < n), mask=i < n)
+
+    a, b, o = torch.randn(1000), torch.randn(1000), torch.empty(1000)
+    add[(4,)](a, b, o, 1000, BLOCK=256)
+    return (list(y.shape), list(z.shape), scripted(torch.ones(4)).shape[0], traced(torch.ones(4)).shape[0],
+            float((o - a - b).abs().max()))
+
+
+def test_guard_reports_network_filesystem_and_process_use_even_when_caught(tmp_path):
+    sb = Sandbox(workers=2, timeout_s=30, mem_mb=2048, guard=True)
+    net = sb.run(_connect_quietly)
+    assert net.status == NETWORK and "socket.connect" in net.error and "127.0.0.1" in net.error
+    dns = sb.run(_dns_lookup)
+    assert dns.status == NETWORK and "example.com" in dns.error
+
+    outside = tmp_path / "leak.txt"  # pytest's tmp_path is in the shared temp folder: refused too
+    fs = sb.run(_write, str(outside))
+    assert fs.status == FILESYSTEM and str(outside) in fs.error
+    assert not outside.exists()
+    keep = tmp_path / "keep"
+    keep.mkdir()
+    (keep / "data.txt").write_text("precious")
+    rm = sb.run(_remove, str(keep))
+    assert rm.status == FILESYSTEM and (keep / "data.txt").read_text() == "precious"
+
+    proc = sb.run(_shell, str(tmp_path / "touched"))
+    assert proc.status == PROCESS and "subprocess.Popen" in proc.error
+    assert not (tmp_path / "touched").exists()
+
+
+def test_guard_allows_the_private_folder_torch_and_triton():
+    sb = Sandbox(workers=1, timeout_s=120, mem_mb=4096, guard=True)
+    out = sb.run(_private_files)
+    assert out.status == OK, out.error
+    cwd, saved = out.value
+    assert "curate-task-" in cwd and saved.startswith(cwd)  # temp files land in the private folder
+    assert not os.path.exists(cwd)  # removed after the task
+    work = sb.run(_torch_and_triton_work)
+    assert work.status == OK, work.error
+    assert work.value[:4] == ([2, 4], [1, 2, 8, 16], 4, 4) and work.value[4] < 1e-5
+
+
+def test_unguarded_tasks_keep_their_old_freedom(tmp_path):
+    """The verifier compiles (Triton and C++ caches, compiler processes): no guard by default."""
+    out = Sandbox(workers=1, timeout_s=30).run(_write, str(tmp_path / "ok.txt"))
+    assert out.status == OK and (tmp_path / "ok.txt").read_text() == "leaked"

@@ -1,14 +1,30 @@
-"""Index one Python file with libcst: its top-level statements, what each defines and uses.
+"""Index one Python file: its top-level statements, what each defines and uses.
 
-The index is plain data (picklable), so files are parsed in worker processes and the
+The index is plain data (picklable), so files are indexed in worker processes and the
 dependency closure (:mod:`curate.mine.closure`) works without syntax trees.
+
+Two indexers build the same :class:`FileIndex`:
+
+- :func:`index_source_ast` with the standard library's ``ast`` (about 9x faster to parse than
+  libcst on this corpus, see DESIGN.md section 5); statement source is cut from the file by
+  line numbers, with comments attached the way libcst attaches them (a comment block belongs
+  to the statement below it; trailing comments indented into a block belong to that block);
+- :func:`curate.mine.index_cst.index_source_cst` with libcst, the reference, used when
+  ``ast`` cannot parse the file (syntax newer than the running interpreter).
+
+:func:`index_source` tries the first, then the second. :func:`may_define_class` is the cheap
+prefilter deciding which files are indexed up front: only a file with a top-level
+``class Name(...)`` statement can hold an ``nn.Module`` subclass; other files are indexed
+only when a closure or a base-class lookup needs them.
 """
 
 from __future__ import annotations
 
+import ast
+import re
+import warnings
 from dataclasses import dataclass, field
 
-import libcst as cst
 
 
 @dataclass
@@ -33,10 +49,10 @@ class Binding:
 
 @dataclass
 class ClassInfo:
-    stmt: int
+    stmt: int  # index into FileIndex.stmts
     bases: list[str]
     methods: list[str]
-    line: int
+    line: int  # 1-based line of the first decorator or of `class`
 
 
 @dataclass
@@ -59,166 +75,284 @@ class FileIndex:
         return ".".join(base + ([b.module] if b.module else []))
 
 
-def dotted(node: cst.BaseExpression) -> str | None:
-    """``a.b.c`` for Name/Attribute chains, else None."""
-    if isinstance(node, cst.Name):
-        return node.value
-    if isinstance(node, cst.Attribute):
-        head = dotted(node.value)
-        return f"{head}.{node.attr.value}" if head else None
-    return None
+# A top-level class with bases (or PEP 695 type parameters) starts a line with `class Name(`.
+_CLASS_WITH_BASES = re.compile(rb"^class[ \t]+\w+[ \t]*[(\[\\]", re.M)
 
 
-class _Uses(cst.CSTVisitor):
-    """Names read by a statement. Attribute names, keyword names and annotations are skipped
-    (annotations are lazy: emitted files start with ``from __future__ import annotations``)."""
+def may_define_class(data: bytes) -> bool:
+    """Whether a file's bytes hold a top-level ``class Name(...)`` line: the prefilter.
 
-    def __init__(self) -> None:
-        self.names: set[str] = set()
-        self.attrs: set[tuple[str, str]] = set()
-
-    def visit_Name(self, node: cst.Name) -> None:
-        self.names.add(node.value)
-
-    def visit_Attribute(self, node: cst.Attribute) -> bool:
-        if isinstance(node.value, cst.Name):  # `alias.attr`: needed when alias is a module
-            self.attrs.add((node.value.value, node.attr.value))
-        node.value.visit(self)
-        return False
-
-    def visit_Arg(self, node: cst.Arg) -> bool:
-        node.value.visit(self)
-        return False
-
-    def visit_Annotation(self, node: cst.Annotation) -> bool:
-        return False
-
-    def visit_Param(self, node: cst.Param) -> bool:
-        if node.default is not None:
-            node.default.visit(self)
-        return False
-
-    def visit_ImportFrom(self, node: cst.ImportFrom) -> bool:
-        return False
-
-    def visit_Import(self, node: cst.Import) -> bool:
-        return False
-
-
-def _uses(node: cst.CSTNode) -> tuple[list[str], list[tuple[str, str]]]:
-    v = _Uses()
-    node.visit(v)
-    return sorted(v.names), sorted(v.attrs)
-
-
-def _targets(node: cst.BaseExpression) -> list[str]:
-    if isinstance(node, cst.Name):
-        return [node.value]
-    if isinstance(node, (cst.Tuple, cst.List)):
-        return [n for e in node.elements for n in _targets(e.value)]
-    return []
-
-
-def _import_bindings(node: cst.Import | cst.ImportFrom) -> tuple[dict[str, Binding], list[Binding]]:
-    out: dict[str, Binding] = {}
-    stars: list[Binding] = []
-    if isinstance(node, cst.Import):
-        for alias in node.names:
-            full = dotted(alias.name) or ""
-            if alias.asname is not None:
-                out[alias.asname.name.value] = Binding(full, None)
-            else:  # `import a.b` binds `a`
-                out[full.split(".")[0]] = Binding(full.split(".")[0], None)
-        return out, stars
-    level = len(node.relative)
-    mod = dotted(node.module) if node.module is not None else ""
-    if isinstance(node.names, cst.ImportStar):
-        stars.append(Binding(mod or "", None, level))
-        return out, stars
-    for alias in node.names:
-        name = alias.name.value if isinstance(alias.name, cst.Name) else dotted(alias.name)
-        local = alias.asname.name.value if alias.asname is not None else name
-        out[local] = Binding(mod or "", name, level)
-    return out, stars
-
-
-def _block_defines(node: cst.CSTNode) -> list[str]:
-    """Names bound anywhere at the top of an if/try block's bodies."""
-    names: list[str] = []
-
-    class V(cst.CSTVisitor):
-        def visit_FunctionDef(self, n: cst.FunctionDef) -> bool:
-            names.append(n.name.value)
-            return False
-
-        def visit_ClassDef(self, n: cst.ClassDef) -> bool:
-            names.append(n.name.value)
-            return False
-
-        def visit_AssignTarget(self, n: cst.AssignTarget) -> None:
-            names.extend(_targets(n.target))
-
-        def visit_ImportAlias(self, n: cst.ImportAlias) -> None:
-            if n.asname is not None and isinstance(n.asname.name, cst.Name):
-                names.append(n.asname.name.value)
-            else:
-                d = dotted(n.name)
-                if d:
-                    names.append(d.split(".")[0] if "." in d else d)
-
-    node.visit(V())
-    return names
-
-
-def _is_type_checking(node: cst.If) -> bool:
-    return (dotted(node.test) or "").endswith("TYPE_CHECKING")
+    Conservative: a match inside a string literal only costs an index. A file without a
+    match cannot define a top-level class with a base, so it holds no ``nn.Module``
+    subclass; it may still be needed by other files' closures, which index it on demand.
+    """
+    return _CLASS_WITH_BASES.search(data) is not None
 
 
 def index_source(text: str, module: str, is_package: bool = False) -> FileIndex:
-    """Index Python source ``text`` of dotted module ``module``.
+    """Index Python source ``text`` of dotted module ``module`` (``ast``, libcst as fallback).
 
     Raises:
-        libcst.ParserSyntaxError: the source does not parse.
+        libcst.ParserSyntaxError: the source parses with neither ``ast`` nor libcst.
     """
-    tree = cst.parse_module(text)
+    try:
+        return index_source_ast(text, module, is_package)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        from curate.mine.index_cst import index_source_cst
+
+        return index_source_cst(text, module, is_package)
+
+
+# --------------------------------------------------------------------------- ast indexer
+_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_SIMPLE = (ast.Expr, ast.Assign, ast.AnnAssign, ast.AugAssign, ast.Import, ast.ImportFrom,
+           ast.Pass, ast.Delete, ast.Return, ast.Raise, ast.Assert, ast.Global, ast.Nonlocal,
+           ast.Break, ast.Continue)
+
+
+def _ast_dotted(node: ast.expr) -> str | None:
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        head = _ast_dotted(node.value)
+        return f"{head}.{node.attr}" if head else None
+    return None
+
+
+def _ast_targets(node: ast.expr) -> list[str]:
+    if isinstance(node, ast.Name):
+        return [node.id]
+    if isinstance(node, ast.Starred):
+        return _ast_targets(node.value)
+    if isinstance(node, (ast.Tuple, ast.List)):
+        return [n for e in node.elts for n in _ast_targets(e)]
+    return []
+
+
+# Fields that never hold a child whose names matter (strings, contexts, operators).
+_NOT_CHILDREN = frozenset({"ctx", "op", "ops", "type_comment", "kind", "id", "attr", "arg", "name",
+                           "names", "module", "level", "conversion", "is_async"})
+_CHILD_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _child_fields(t: type) -> tuple[str, ...]:
+    fields = _CHILD_FIELDS[t] = tuple(f for f in t._fields if f not in _NOT_CHILDREN)
+    return fields
+
+
+def _ast_uses(nodes: list[ast.AST]) -> tuple[list[str], list[tuple[str, str]]]:
+    """Names read by statements, with the same exclusions as libcst's :class:`_Uses`:
+    attribute names, keyword names, parameter names and annotations are not reads; the
+    names of defined functions and classes and of ``except ... as`` targets are."""
+    names: set[str] = set()
+    attrs: set[tuple[str, str]] = set()
+    stack = list(nodes)
+    push, grow = stack.append, stack.extend
+    while stack:
+        n = stack.pop()
+        t = type(n)
+        if t is ast.Name:
+            names.add(n.id)
+        elif t is ast.Attribute:
+            v = n.value
+            if type(v) is ast.Name:
+                attrs.add((v.id, n.attr))
+            push(v)
+        elif t is ast.Constant or t is ast.MatchSingleton:
+            v = n.value
+            if v is None or v is True or v is False:  # libcst: keyword constants are Names
+                names.add(str(v))
+        elif n is None or t is ast.Import or t is ast.ImportFrom:
+            continue
+        elif t is ast.FunctionDef or t is ast.AsyncFunctionDef:
+            names.add(n.name)
+            grow(n.decorator_list)
+            grow(n.args.defaults)
+            grow(n.args.kw_defaults)
+            grow(n.body)
+        elif t is ast.Lambda:
+            grow(n.args.defaults)
+            grow(n.args.kw_defaults)
+            push(n.body)
+        elif t is ast.ClassDef:
+            names.add(n.name)
+            grow(n.decorator_list)
+            grow(n.bases)
+            grow(k.value for k in n.keywords)
+            grow(n.body)
+        elif t is ast.AnnAssign:
+            push(n.target)
+            push(n.value)
+        elif t is ast.ExceptHandler:
+            if n.name:
+                names.add(n.name)
+            push(n.type)
+            grow(n.body)
+        elif t is ast.Global or t is ast.Nonlocal:
+            names.update(n.names)
+        elif t is ast.MatchAs or t is ast.MatchStar:
+            if n.name:
+                names.add(n.name)
+            push(getattr(n, "pattern", None))
+        elif t is ast.MatchMapping:
+            if n.rest:
+                names.add(n.rest)
+            grow(n.keys)
+            grow(n.patterns)
+        elif t is ast.MatchClass:
+            names.update(n.kwd_attrs)
+            push(n.cls)
+            grow(n.patterns)
+            grow(n.kwd_patterns)
+        else:
+            for f in _CHILD_FIELDS.get(t) or _child_fields(t):
+                v = getattr(n, f)
+                if type(v) is list:
+                    grow(v)
+                elif v is not None:
+                    push(v)
+    return sorted(names), sorted(attrs)
+
+
+def _ast_block_defines(node: ast.AST) -> list[str]:
+    """Names bound in an if/try block, in source order (libcst's :func:`_block_defines`)."""
+    names: list[str] = []
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (*_FUNCS, ast.ClassDef)):
+            names.append(n.name)
+        elif isinstance(n, ast.Assign):
+            for t in n.targets:
+                names.extend(_ast_targets(t))
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            for a in n.names:
+                if a.name != "*":
+                    names.append(a.asname or a.name.split(".")[0])
+        else:
+            stack.extend(reversed(list(ast.iter_child_nodes(n))))
+    return names
+
+
+def _ast_bindings(node: ast.Import | ast.ImportFrom) -> tuple[dict[str, Binding], list[Binding]]:
+    out: dict[str, Binding] = {}
+    if isinstance(node, ast.Import):
+        for a in node.names:
+            if a.asname is not None:
+                out[a.asname] = Binding(a.name, None)
+            else:  # `import a.b` binds `a`
+                top = a.name.split(".")[0]
+                out[top] = Binding(top, None)
+        return out, []
+    mod = node.module or ""
+    if node.names and node.names[0].name == "*":
+        return out, [Binding(mod, None, node.level)]
+    for a in node.names:
+        out[a.asname or a.name] = Binding(mod, a.name, node.level)
+    return out, []
+
+
+def _last_block(node: ast.stmt, lines: list[str]) -> list[ast.stmt]:
+    """The statements of a compound statement's last clause (an ``elif`` chain followed)."""
+    while True:
+        if isinstance(node, (ast.Try, getattr(ast, "TryStar", ast.Try))):
+            blocks = [node.body, *(h.body for h in node.handlers), node.orelse, node.finalbody]
+        elif isinstance(node, ast.Match):
+            blocks = [c.body for c in node.cases]
+        else:
+            blocks = [getattr(node, "body", []), getattr(node, "orelse", [])]
+        last = next((b for b in reversed(blocks) if b), [])
+        if (isinstance(node, ast.If) and last is node.orelse and len(last) == 1
+                and isinstance(last[0], ast.If) and lines[last[0].lineno - 1].lstrip().startswith("elif")):
+            node = last[0]
+            continue
+        return last
+
+
+def _block_indent(node: ast.stmt, lines: list[str]) -> str | None:
+    """Leading whitespace of the last clause's indented block, None for a same-line suite."""
+    block = _last_block(node, lines)
+    if not block:
+        return None
+    line = lines[block[0].lineno - 1]
+    indent = line[: len(line) - len(line.lstrip())]
+    return indent if indent and len(indent.encode()) == block[0].col_offset else None
+
+
+def _chunks(tree: ast.Module, lines: list[str]) -> list[tuple[list[ast.stmt], int, int]]:
+    """Top-level statements grouped as libcst's lines (``a = 1; b = 2`` is one), each with its
+    first and last source line (1-based, inclusive) including the comments libcst gives it."""
+    groups: list[list[ast.stmt]] = []
+    for s in tree.body:
+        if groups and isinstance(s, _SIMPLE) and isinstance(groups[-1][-1], _SIMPLE) \
+                and s.lineno == groups[-1][-1].end_lineno:
+            groups[-1].append(s)
+        else:
+            groups.append([s])
+    starts = [min([g[0].lineno] + [d.lineno for d in getattr(g[0], "decorator_list", ())]) for g in groups]
+    out: list[tuple[list[ast.stmt], int, int]] = []
+    prev_end = 0
+    for i, g in enumerate(groups):
+        first = starts[i] if i == 0 else prev_end + 1
+        end = g[-1].end_lineno or g[-1].lineno
+        if not isinstance(g[0], _SIMPLE):
+            indent = _block_indent(g[0], lines)
+            limit = starts[i + 1] - 1 if i + 1 < len(groups) else len(lines)
+            if indent:
+                for j in range(end + 1, limit + 1):  # libcst: the block's footer ends at the
+                    if lines[j - 1].startswith(indent):  # last trailing line indented into it
+                        end = j
+        out.append((g, first, end))
+        prev_end = end
+    return out
+
+
+def index_source_ast(text: str, module: str, is_package: bool = False) -> FileIndex:
+    """Index ``text`` with the standard library's ``ast``; the same index as libcst's.
+
+    Raises:
+        SyntaxError, ValueError (NUL bytes), RecursionError, MemoryError: ``ast`` cannot parse it.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # invalid escape sequences in mined code
+        tree = ast.parse(text)
+    lines = text.split("\n")
     idx = FileIndex(module=module, is_package=is_package)
-    for node in tree.body:
-        code = tree.code_for_node(node)
-        if isinstance(node, cst.SimpleStatementLine):
-            small = node.body
-            if all(isinstance(s, (cst.Import, cst.ImportFrom)) for s in small):
-                for s in small:
-                    if isinstance(s, cst.ImportFrom) and dotted(s.module or cst.Name("x")) == "__future__":
-                        idx.future.extend(a.name.value for a in s.names if isinstance(a, cst.ImportAlias))
+    for group, first, last in _chunks(tree, lines):
+        node = group[0]
+        code = "\n".join(lines[first - 1: last]) + "\n"
+        if isinstance(node, _SIMPLE):
+            if all(isinstance(s, (ast.Import, ast.ImportFrom)) for s in group):
+                for s in group:
+                    if isinstance(s, ast.ImportFrom) and s.level == 0 and s.module == "__future__":
+                        idx.future.extend(a.name for a in s.names)
                         continue
-                    b, stars = _import_bindings(s)
+                    b, stars = _ast_bindings(s)
                     idx.imports.update(b)
                     idx.star_imports.extend(stars)
                 continue
             defines: list[str] = []
-            for s in small:
-                if isinstance(s, cst.Assign):
+            for s in group:
+                if isinstance(s, ast.Assign):
                     for t in s.targets:
-                        defines.extend(_targets(t.target))
-                elif isinstance(s, (cst.AnnAssign, cst.AugAssign)):
-                    defines.extend(_targets(s.target))
-            if not defines:
-                continue  # bare expressions (calls, docstrings) are not part of any closure
-            if "__all__" in defines:
+                        defines.extend(_ast_targets(t))
+                elif isinstance(s, (ast.AnnAssign, ast.AugAssign)):
+                    defines.extend(_ast_targets(s.target))
+            if not defines or "__all__" in defines:
                 continue
-            idx.stmts.append(Stmt(code, defines, *_uses(node), "assign"))
-        elif isinstance(node, cst.ClassDef):
-            bases = [dotted(a.value) or "" for a in node.bases if a.keyword is None]
-            methods = [b.name.value for b in node.body.body if isinstance(b, cst.FunctionDef)]
-            line = tree.code[: tree.code.find(code)].count("\n") + 1 if code else 0
-            idx.classes[node.name.value] = ClassInfo(len(idx.stmts), bases, methods, line)
-            idx.stmts.append(Stmt(code, [node.name.value], *_uses(node), "class"))
-        elif isinstance(node, cst.FunctionDef):
-            idx.stmts.append(Stmt(code, [node.name.value], *_uses(node), "def"))
-        elif isinstance(node, cst.If) and _is_type_checking(node):
+            idx.stmts.append(Stmt(code, defines, *_ast_uses(group), "assign"))
+        elif isinstance(node, ast.ClassDef):
+            bases = [_ast_dotted(b) or "" for b in node.bases]
+            methods = [b.name for b in node.body if isinstance(b, _FUNCS)]
+            line = min([node.lineno] + [d.lineno for d in node.decorator_list])
+            idx.classes[node.name] = ClassInfo(len(idx.stmts), bases, methods, line)
+            idx.stmts.append(Stmt(code, [node.name], *_ast_uses([node]), "class"))
+        elif isinstance(node, _FUNCS):
+            idx.stmts.append(Stmt(code, [node.name], *_ast_uses([node]), "def"))
+        elif isinstance(node, ast.If) and (_ast_dotted(node.test) or "").endswith("TYPE_CHECKING"):
             continue
-        elif isinstance(node, (cst.If, cst.Try)):
-            defines = _block_defines(node)
+        elif isinstance(node, (ast.If, ast.Try)):
+            defines = _ast_block_defines(node)
             if defines:
-                idx.stmts.append(Stmt(code, defines, *_uses(node), "block"))
+                idx.stmts.append(Stmt(code, defines, *_ast_uses([node]), "block"))
     return idx

@@ -232,8 +232,9 @@ def _pypi(name: str, version: str | None, cache: Path) -> tuple[Path, md.Distrib
 def _pip_download(req: str, dl: Path) -> Path:
     before = set(dl.iterdir())
     for binary in (["--only-binary=:all:"], ["--no-binary=:all:"]):
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", *binary,
-               "-d", str(dl), req]
+        # the source is read, not installed: a release that needs a newer Python is still minable
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--ignore-requires-python",
+               *binary, "-d", str(dl), req]
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=900,
                            env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
         new = set(dl.iterdir()) - before

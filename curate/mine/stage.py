@@ -1,0 +1,184 @@
+"""The mine stage's driver: sources -> scans -> closures -> sandboxed synthesis -> tables.
+
+Imported only when :func:`curate.mine.run` is called, so processes that only index files
+(executor workers) do not import torch and polars.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from curate.executor import Executor, LocalExecutor, make_executor
+from curate.journal import Journal, content_key
+from curate.mine import default_cache
+from curate.mine.scan import Scan, closure_sources, scan
+from curate.mine.sources import Source, SourceUnavailable, load_manifest, resolve
+from curate.mine.synthesize import synthesize_task
+from curate.problem import dumps
+from curate.progress import progress
+from curate.table import Rejections, source_struct, stage_dir, write_stage
+
+__all__ = ["run", "closures"]
+
+
+def problem_id(source: Source, rel: str, class_name: str) -> str:
+    key = f"{source.name}|{source.version}|{rel}|{class_name}"
+    return hashlib.sha1(key.encode()).hexdigest()[:16]
+
+
+def _base_row(source: Source, rel: str, class_name: str | None) -> dict[str, Any]:
+    pid = problem_id(source, rel, class_name or "")
+    return {
+        "problem_id": pid,
+        "name": f"{source.name}.{class_name}" if class_name else f"{source.name}:{rel}",
+        "code": None,
+        "init_args": None,
+        "input_spec": None,
+        "source": source_struct(kind=source.kind, name=source.name, uri=source.uri,
+                                version=source.version, path=rel, class_name=class_name,
+                                licence=source.licence),
+    }
+
+
+def closures(found: Scan, candidates: list[tuple[str, str, str]] | None = None,
+             timeout_s: float = 30.0, executor: Executor | None = None) -> list[tuple[dict[str, Any], tuple]]:
+    """Build the dependency closure of each candidate of a scan (in parallel on ``executor``).
+
+    Returns:
+        per candidate, ``(row, task)``: ``task`` is the argument tuple of
+        :func:`curate.mine.synthesize.synthesize_task`, or ``(reason, detail)`` when the
+        class cannot be made self-contained (``len(task) == 2``).
+    """
+    source = found.source
+    cands = found.candidates if candidates is None else candidates
+    built = closure_sources(found, executor or LocalExecutor(1), cands)
+    out: list[tuple[dict[str, Any], tuple]] = []
+    for (rel, _, cls), (status, text) in zip(cands, built):
+        row = _base_row(source, rel, cls)
+        if status != "ok":
+            out.append((row, (status, text)))
+            continue
+        doc = (f"Reference problem mined from {source.name} {source.version or ''}: "
+               f"{rel}::{cls} (licence: {source.licence or 'unknown'}).").replace('"""', "'''")
+        out.append((row, (text, cls, doc, timeout_s * 0.8)))
+    return out
+
+
+def _unavailable(entry: dict) -> Source:
+    return Source(entry["kind"], entry["name"], entry.get("uri") or entry.get("path") or entry["name"],
+                  entry.get("version"), None, Path("."))
+
+
+def run(manifest: Path | str, out: Path | str, workers: int | None = None, timeout_s: float = 30.0,
+        mem_mb: int = 4096, limit: int | None = None, cache_dir: Path | str | None = None,
+        executor: str | Executor = "local", ray_address: str | None = None) -> dict[str, Any]:
+    """Mine the manifest's sources into ``OUT/mine``; return the stage stats.
+
+    Args:
+        manifest: YAML manifest (see :mod:`curate.mine.sources`).
+        workers: processes for indexing and synthesis (default: CPU count); with
+            ``executor="ray"`` and no address, the CPUs of the local Ray instance.
+        timeout_s: wall-clock seconds per module for argument/input synthesis.
+        mem_mb: memory budget per synthesis process (MiB).
+        limit: keep only the first ``limit`` candidate classes (deterministic order).
+        executor: ``"local"`` (a process pool), ``"ray"``, or an :class:`Executor`.
+        ray_address: the Ray cluster to join (``executor="ray"``; None starts a local one).
+    Raises:
+        ManifestError: the manifest is malformed.
+        ValueError: an unknown executor.
+    """
+    t0 = time.monotonic()
+    cache = Path(cache_dir) if cache_dir else default_cache()
+    entries = load_manifest(manifest)
+    own = not isinstance(executor, Executor)
+    ex = make_executor(executor, workers, ray_address) if own else executor
+    try:
+        return _run(manifest, out, entries, cache, ex, timeout_s, mem_mb, limit, t0)
+    finally:
+        if own:
+            ex.close()
+
+
+def _run(manifest: Path | str, out: Path | str, entries: list[dict], cache: Path, ex: Executor,
+         timeout_s: float, mem_mb: int, limit: int | None, t0: float) -> dict[str, Any]:
+    rejects = Rejections("mine")
+    scans: list[Scan] = []
+    per_source: dict[str, dict[str, Any]] = {}
+    phases = {"resolve": 0.0, "prefilter": 0.0, "index": 0.0, "classes": 0.0, "closure": 0.0}
+    rows_in = 0
+    for entry in entries:
+        t = time.monotonic()
+        try:
+            source = resolve(entry, cache)
+        except SourceUnavailable as exc:
+            rejects.add(_base_row(_unavailable(entry), "", None), "source_unavailable", str(exc))
+            rows_in += 1
+            continue
+        files = source.files()
+        phases["resolve"] += time.monotonic() - t
+        found = scan(source, ex, files)
+        for k, v in found.seconds.items():
+            phases[k] += v
+        for rel, err in found.broken:
+            rejects.add(_base_row(source, rel, None), "syntax_error", err)
+        rows_in += len(found.broken)
+        scans.append(found)
+
+    remaining = limit
+    tasks: list[tuple[dict[str, Any], tuple]] = []
+    for found in scans:
+        cands = found.candidates if remaining is None else found.candidates[:max(0, remaining)]
+        if remaining is not None:
+            remaining -= len(cands)
+        t = time.monotonic()
+        for row, task in closures(found, cands, timeout_s, ex):
+            if len(task) == 2:
+                rejects.add(row, *task)
+            else:
+                tasks.append((row, task))
+        phases["closure"] += time.monotonic() - t
+        rows_in += len(cands)
+        per_source[found.source.name] = {
+            "version": found.source.version, "licence": found.source.licence, "files": found.files,
+            "prefilter_skipped": len(found.skipped), "syntax_errors": len(found.broken),
+            "indexed_on_demand": found.indexed_on_demand, "classes": found.classes,
+            "module_classes": len(found.candidates)}
+
+    settings = {"manifest": Path(manifest).read_text(), "timeout_s": timeout_s, "mem_mb": mem_mb,
+                "limit": limit}
+    journal = Journal(stage_dir(out, "mine") / "_journal.jsonl", settings)
+    keys = [content_key(row["problem_id"], args[0]) for row, args in tasks]
+    todo = [i for i, k in enumerate(keys) if k not in journal]
+    calls = [(tasks[i][1], {}) for i in todo]
+    t = time.monotonic()
+    outcomes = ex.sandboxed(synthesize_task, calls, timeout_s=timeout_s, mem_mb=mem_mb, guard=True)
+    for j, outcome in progress(outcomes, len(calls), "synthesize"):
+        value = outcome.value if outcome.ok else {"ok": False, "reason": outcome.status,
+                                                   "detail": outcome.error}
+        journal.add(keys[todo[j]], value)
+    phases["synthesize"] = time.monotonic() - t
+
+    kept: list[dict[str, Any]] = []
+    for (row, _), key in zip(tasks, keys):  # task order: the table does not depend on timing
+        v = journal.get(key)
+        if not v["ok"]:
+            rejects.add(row, v["reason"], v["detail"])
+        else:
+            kept.append({**row, "code": v["code"], "init_args": dumps(v["init_args"]),
+                         "input_spec": dumps(v["input_spec"]), "output_shapes": dumps(v["output_shapes"]),
+                         "synth_seconds": round(v["seconds"], 3)})
+    kept_df = pl.DataFrame(kept, infer_schema_length=None) if kept else pl.DataFrame()
+    kept_df = kept_df.sort("problem_id") if kept else kept_df
+    for name in per_source:
+        per_source[name]["kept"] = sum(1 for r in kept if r["source"]["name"] == name)
+    stats = write_stage(out, "mine", kept_df, rejects.frame(kept_df), rows_in, time.monotonic() - t0,
+                        extra={"sources": per_source, "resumed": journal.resumed, "executor": ex.kind,
+                               "workers": ex.workers,
+                               "phase_seconds": {k: round(v, 2) for k, v in phases.items()}})
+    journal.remove()
+    return stats
