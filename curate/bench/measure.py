@@ -121,12 +121,15 @@ def compare_with_loop(results: list[dict[str, Any]], loop: dict[str, dict[str, A
         ``{"n", "median_abs_deviation" (median over problems of |ours / loop - 1|),
         "median_ratio", "p10_ratio", "p90_ratio", "within_5pct" (share of problems),
         "spearman", "loop_seconds", "loop_problems", "loop_problems_per_hour",
-        "ours_seconds", "ours_problems_per_hour", "throughput_ratio"}``.
+        "ours_seconds", "ours_problems_per_hour", "throughput_ratio"}``. Loop records made
+        with ``--gpu-inputs`` count for agreement but not for the loop's throughput.
     """
     pairs = [(r["eager"]["median_ms"], loop[r["name"]]["median_ms"]) for r in results
              if r.get("eager") and r["name"] in loop and loop[r["name"]].get("median_ms")]
     ratios = sorted(a / b for a, b in pairs)
-    loop_recs = [loop[r["name"]] for r in results if r["name"] in loop]
+    # throughput only from records that built their inputs on the CPU, as KernelBench does
+    loop_recs = [loop[r["name"]] for r in results
+                 if r["name"] in loop and not loop[r["name"]].get("gpu_inputs")]
     loop_s = sum(x["wall_seconds"] for x in loop_recs)
     out: dict[str, Any] = {"n": len(pairs)}
     if ratios:
