@@ -228,6 +228,7 @@ def measure_problem(code: str, input_spec: list | None = None, init_args: list |
         "timed_ms": 0.0,
     }
     waited0 = _LOCK.waited["exclusive"] if _LOCK is not None else 0.0
+    held0 = _allocated(dev)
     state: dict[str, Any] = {}
     opts = {"inductor": inductor, "compile_required": compile_required, "trials": trials,
             "warmup": warmup, "min_ms": min_ms, "max_ms": max_ms, "budget_s": budget_s,
@@ -259,8 +260,10 @@ def measure_problem(code: str, input_spec: list | None = None, init_args: list |
                 torch._dynamo.reset()
             except Exception:
                 pass
-        if dev.type == "cuda":
-            gc.collect()  # free tensors held in reference cycles before the next problem
+        if dev.type == "cuda" and _allocated(dev) > held0:
+            # tensors still held (reference cycles): free them before the next problem; a full
+            # collection costs ~0.1 s with torch loaded, so only when something is left
+            gc.collect()
         if dev.type == "cuda" and not res["fatal"]:
             try:
                 torch.cuda.empty_cache()
@@ -270,6 +273,16 @@ def measure_problem(code: str, input_spec: list | None = None, init_args: list |
         res["inner_seconds"] = time.perf_counter() - t_enter
         res["lock_wait_s"] = (_LOCK.waited["exclusive"] - waited0) if _LOCK is not None else 0.0
     return res
+
+
+def _allocated(dev: torch.device) -> int:
+    """Bytes held by live tensors on ``dev`` (0 off CUDA or after a CUDA error)."""
+    if dev.type != "cuda":
+        return 0
+    try:
+        return torch.cuda.memory_allocated(dev)
+    except Exception:
+        return 0
 
 
 def _timed(res: dict, key: str, fn, dev: torch.device, opts: dict, flush, max_ms=None,

@@ -421,6 +421,17 @@ COMPILE_MEM_SHARE = 0.4
 ALONE_MEM_SHARE = 0.9
 
 
+def compile_mem_fraction(k: int, n: int) -> float:
+    """GPU memory share of compile-ahead worker ``k`` of ``n``: worker 0 is the large one
+    (half of :data:`COMPILE_MEM_SHARE`, 16 GB of an 80 GB H100), which also retries what a
+    small worker ran out of memory on; the others split the other half. Split evenly, eight
+    workers got 4 GB each and 55 of KernelBench's 100 level-1 problems (inputs and outputs of
+    4-16 GB) could not be compiled ahead (H100 run, benchmarks/h100-measure.md)."""
+    if n <= 1:
+        return COMPILE_MEM_SHARE
+    return COMPILE_MEM_SHARE / 2 if k == 0 else COMPILE_MEM_SHARE / 2 / (n - 1)
+
+
 class WorkerPool:
     """Measure a list of tasks: one measure worker per environment (GPU), fed by threads,
     with optional compile-ahead workers per GPU that compile the next problems first.
@@ -473,9 +484,9 @@ class WorkerPool:
                 warm_inductor=warm_inductor, threads=threads))
             self.compilers.append([PersistentWorker(
                 device, env, quiet, mem_mb=mem_mb, role="compile", lock_path=lock,
-                gpu_mem_fraction=(COMPILE_MEM_SHARE / compile_workers) if cuda else None, cpus=rest,
-                threads=threads)
-                for _ in range(compile_workers)])
+                gpu_mem_fraction=compile_mem_fraction(k, compile_workers) if cuda else None,
+                cpus=rest, threads=threads)
+                for k in range(compile_workers)])
         #: compile-ahead outcomes by status, and FX-graph cache hits of the measure workers
         self.compile_ahead: dict[str, int] = {}
 
@@ -502,7 +513,9 @@ class WorkerPool:
         items = list(enumerate(tasks))
         ready: queue.Queue = queue.Queue()
         to_compile: queue.Queue = queue.Queue()
+        retry: queue.Queue = queue.Queue()  # out of memory on a small compile worker
         compilers = [w for ws in self.compilers for w in ws]
+        large = {id(ws[0]) for ws in self.compilers if len(ws) > 1}
         for i, task in items:
             (to_compile if compilers and task.get("inductor") else ready).put((i, task))
         n_compile = to_compile.qsize()
@@ -511,6 +524,8 @@ class WorkerPool:
         active = {"measure": len(self.workers), "compile": len(compilers)}
         remaining = [len(items)]
         compiled = [0]
+        unresolved = [n_compile]  # compile tasks not yet handed to the measure workers
+        large_alive = [len(large)]
 
         def give_up(kind: str) -> bool:
             with lock:
@@ -519,27 +534,67 @@ class WorkerPool:
                     return True
             return False
 
-        def compile_feed(worker: PersistentWorker) -> None:
+        def resolve(i: int, task: dict, pre: dict) -> None:
+            with lock:
+                self.compile_ahead[pre["status"]] = self.compile_ahead.get(pre["status"], 0) + 1
+                compiled[0] += 1
+                unresolved[0] -= 1
+            ready.put((i, {**task, "precompile": {k: pre.get(k) for k in ("status", "detail",
+                                                                           "seconds", "cache")}}))
+
+        def next_task(is_large: bool):
             while True:
+                if is_large:
+                    try:
+                        return retry.get_nowait()
+                    except queue.Empty:
+                        pass
                 try:
-                    i, task = to_compile.get_nowait()
+                    return to_compile.get_nowait()
                 except queue.Empty:
+                    pass
+                with lock:
+                    waiting = is_large and unresolved[0] > 0
+                if not waiting:
+                    return None
+                try:  # small workers may still hand over a task that ran out of memory
+                    return retry.get(timeout=0.1)
+                except queue.Empty:
+                    continue
+
+        def compile_feed(worker: PersistentWorker) -> None:
+            is_large = id(worker) in large
+            while True:
+                got = next_task(is_large)
+                if got is None:
                     break
+                i, task = got
                 try:
                     pre = worker.measure(task, self.timeout_s)
                 except WorkerStartError as exc:
-                    pre = {"status": "unavailable", "detail": str(exc)}
-                    ready.put((i, {**task, "precompile": pre}))
+                    resolve(i, task, {"status": "unavailable", "detail": str(exc)})
                     if give_up("compile"):
                         break
                     continue
                 except BaseException as exc:
                     pre = {"status": "unavailable", "detail": f"{type(exc).__name__}: {exc}"}
+                if pre.get("status") == "memory" and not is_large:
+                    with lock:  # checked and queued together, so the drain below misses none
+                        handed = large_alive[0] > 0
+                        if handed:
+                            retry.put((i, task))
+                    if handed:
+                        continue
+                resolve(i, task, pre)
+            if is_large:
+                left = []
                 with lock:
-                    self.compile_ahead[pre["status"]] = self.compile_ahead.get(pre["status"], 0) + 1
-                    compiled[0] += 1
-                ready.put((i, {**task, "precompile": {k: pre.get(k) for k in ("status", "detail",
-                                                                               "seconds", "cache")}}))
+                    large_alive[0] -= 1
+                    if not large_alive[0]:
+                        while not retry.empty():
+                            left.append(retry.get_nowait())
+                for i, task in left:  # nobody is left to retry these: hand them on uncompiled
+                    resolve(i, task, {"status": "memory", "detail": "no compile worker left to retry"})
             worker.close()
 
         def measure_feed(worker: PersistentWorker) -> None:
