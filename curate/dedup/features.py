@@ -25,7 +25,6 @@ import numpy as np
 
 from curate.dedup.minhash import sign
 from curate.dedup.tokens import OP_NAMES, normalize_batch
-from curate.progress import progress
 
 BATCH = 256
 CHUNK = 1024
@@ -215,6 +214,8 @@ def featurize_table(codes: Sequence, num_perm: int, workers: int | None = None,
             as a polars String Series).
         screen, parse_check: see :func:`featurize_chunk_table`.
     """
+    from curate.progress import progress  # rich: not needed in the workers
+
     workers = workers or os.cpu_count() or 1
     n = len(codes)
     bounds = list(range(0, n, chunk))

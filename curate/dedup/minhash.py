@@ -77,7 +77,7 @@ def sign(shingles: np.ndarray, offsets: np.ndarray, num_perm: int = 128,
         for i in range(n):
             part = shingles[offsets[i]:offsets[i + 1]]
             if len(part):
-                m = MinHash(num_perm=num_perm, seed=seed, hashfunc=low32)
+                m = MinHash(num_perm=num_perm, seed=seed, hashfunc=low32, scheme="affine32")
                 m.update_batch(part.tolist())
                 out[i] = m.hashvalues
         return out
@@ -227,7 +227,7 @@ def _datasketch_pairs(sigs: np.ndarray, threshold: float, seed: int) -> tuple[np
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     # candidates are verified afterwards, so weigh missed pairs above false candidates
     lsh = MinHashLSH(threshold=threshold, num_perm=num_perm, weights=(0.3, 0.7))
-    lean = [LeanMinHash(seed=seed, hashvalues=s) for s in sigs]
+    lean = [LeanMinHash(seed=seed, hashvalues=s, scheme="affine32") for s in sigs]
     with lsh.insertion_session() as session:
         for k, m in enumerate(lean):
             session.insert(k, m, check_duplication=False)
