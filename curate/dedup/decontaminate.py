@@ -50,7 +50,7 @@ from curate.dedup.features import Features, FeatureTable, featurize_chunk_table
 from curate.dedup.minhash import jaccard, query_pairs
 from curate.dedup.ops import forward_ops, is_complete
 from curate.dedup.reference import Reference
-from curate.dedup.tokens import OP_NAMES
+from curate.dedup.tokens import OP_NAMES, normalize_batch
 
 MIN_STRUCTURAL_OPS = 2
 OPS_AGREEMENT = 0.8
@@ -105,6 +105,7 @@ class Screen:
     sigs: np.ndarray
     threshold: float
     structures: list[_Structure]
+    sets: list[np.ndarray] = field(default_factory=list)
     _cache: dict = field(default_factory=dict, repr=False)
 
     def candidates(self, op_ids: np.ndarray) -> list[int]:
@@ -120,13 +121,35 @@ class Screen:
         return [s.k for s in self._cache[key]
                 if all(counts[o] <= s.most.get(o, 0) + 1 for o in names)]
 
-    def screen(self, table: FeatureTable) -> tuple[np.ndarray, np.ndarray, np.ndarray, set[int]]:
-        """``(doc, ref, jaccard)`` arrays of MinHash pairs at >= ``threshold``, and the set of
-        documents to parse (those in a pair, and the structural candidates)."""
-        pairs = query_pairs(table.sigs, self.sigs, self.threshold)
+    def screen(self, table: FeatureTable, codes: Sequence[str] | None = None
+               ) -> tuple[np.ndarray, np.ndarray, np.ndarray, set[int]]:
+        """``(doc, ref, jaccard)`` arrays of the pairs at >= ``threshold``, and the set of
+        documents to parse (those in a pair, and the structural candidates).
+
+        With ``codes`` (and the reference's shingle ``sets``), every pair estimated at >=
+        ``threshold -`` :data:`curate.dedup.exact.MARGIN` gets its exact Jaccard (few
+        documents are that close to a reference problem)."""
+        from curate.dedup.exact import MARGIN
+
+        floor = self.threshold - MARGIN if codes is not None and self.sets else self.threshold
+        pairs = query_pairs(table.sigs, self.sigs, floor)
         i = np.array([p[0] for p in pairs], dtype=np.int64)
         j = np.array([p[1] for p in pairs], dtype=np.int64)
         sim = np.array([p[2] for p in pairs], dtype=np.float64)
+        if floor < self.threshold:
+            # every pair, not only those near the threshold: the exact figure also picks
+            # the right one of close reference problems (conv_transposed_3D variants)
+            unsure = np.arange(len(sim))
+            if len(unsure):
+                docs = sorted(set(i[unsure].tolist()))
+                batch = normalize_batch([codes[d] for d in docs])
+                own = {d: batch.shingle_set(k) for k, d in enumerate(docs)}
+                for u in unsure.tolist():
+                    x, y = own[int(i[u])], self.sets[int(j[u])]
+                    inter = len(np.intersect1d(x, y, assume_unique=True))
+                    sim[u] = inter / max(len(x) + len(y) - inter, 1)
+            keep = sim >= self.threshold
+            i, j, sim = i[keep], j[keep], sim[keep]
         todo = set(i.tolist())
         for d in range(len(table)):
             if table.error[d] or d in todo:
@@ -147,9 +170,10 @@ class Match:
             >= 2 ops); not contaminating, only reported: ``"ops_single"`` (same single
             op) and ``"text"`` (similar text, other ops).
         ops: the reference problem's op sequence.
-        twins: other reference problems with the same normalized code (KernelBench has
-            such sets: ``1_Square_matrix_multiplication_`` and ``2_Standard_...`` differ
-            only in their input shapes), which the match cannot tell apart.
+        twins: other reference problems with the same normalized code or the same shingle
+            set (KernelBench has such sets: ``1_Square_matrix_multiplication_`` and
+            ``2_Standard_...`` differ only in their input shapes), which the match cannot
+            tell apart.
     """
 
     label: str
@@ -183,6 +207,7 @@ class ReferenceIndex:
         forward: each problem's parsed ``Model.forward`` op sequence (``None``: unparsed).
         by_ops: complete op sequence -> problems.
         by_hash: normalized hash -> problems.
+        shingle_key, by_shingles: each problem's shingle set (as bytes), and set -> problems.
     """
 
     reference: Reference
@@ -190,6 +215,8 @@ class ReferenceIndex:
     forward: list[tuple[str, ...] | None]
     by_ops: dict[tuple[str, ...], list[int]]
     by_hash: dict[str, list[int]]
+    shingle_key: list[bytes] = field(default_factory=list)
+    by_shingles: dict[bytes, list[int]] = field(default_factory=dict)
 
     @classmethod
     def build(cls, reference: Reference, num_perm: int, backend: str = "rensa") -> "ReferenceIndex":
@@ -202,7 +229,14 @@ class ReferenceIndex:
                 by_ops[ops].append(j)
             if table.norm_hash[j] is not None:
                 by_hash[table.norm_hash[j]].append(j)
-        return cls(reference, table, forward, dict(by_ops), dict(by_hash))
+        # problems whose shingle sets are equal cannot be told apart by similarity either
+        # (61_ and 73_conv_transposed_3D differ in one repeated ``stride=stride``)
+        batch = normalize_batch(reference.codes)
+        keys = [batch.shingle_set(k).tobytes() for k in range(len(batch))]
+        by_shingles: dict[bytes, list[int]] = defaultdict(list)
+        for j, key in enumerate(keys):
+            by_shingles[key].append(j)
+        return cls(reference, table, forward, dict(by_ops), dict(by_hash), keys, dict(by_shingles))
 
     def screen(self, threshold: float) -> Screen:
         """The :class:`Screen` for documents matched at ``threshold``."""
@@ -218,12 +252,15 @@ class ReferenceIndex:
             arithmetic = frozenset(_OP_ID[o] for o in ops if o in ARITHMETIC and o in _OP_ID
                                    and o in ("add", "sub", "mul", "div"))
             structures.append(_Structure(k, required, required | mentioned, dict(most), arithmetic))
-        return Screen(self.table.sigs, threshold, structures)
+        batch = normalize_batch(self.reference.codes)
+        return Screen(self.table.sigs, threshold, structures,
+                      [batch.shingle_set(k) for k in range(len(batch))])
 
     def result(self, j: int, sim: float, how: str) -> Match:
         """The :class:`Match` of reference problem ``j``."""
         h = self.table.norm_hash[j]
-        twins = tuple(self.reference.labels[k] for k in self.by_hash.get(h, ()) if k != j)
+        same = set(self.by_hash.get(h, ())) | set(self.by_shingles.get(self.shingle_key[j], ()))
+        twins = tuple(self.reference.labels[k] for k in sorted(same) if k != j)
         return Match(self.reference.labels[j], sim, how, self.forward[j] or (), twins)
 
     @property
@@ -286,7 +323,7 @@ def match(features: Sequence[Features], sigs: np.ndarray, index: ReferenceIndex,
                          np.array([_OP_ID[o] for f in features for o in f.ops], dtype=np.int32),
                          np.concatenate([[0], np.cumsum([len(f.ops) for f in features])]).astype(np.int64),
                          sigs)
-    i, j, sim, todo = index.screen(threshold).screen(table)
+    i, j, sim, todo = index.screen(threshold).screen(table, codes)
     forward: dict[int, tuple[str, ...] | None] = {}
     for d in todo:
         f = features[d]

@@ -27,8 +27,8 @@ from curate.dedup.minhash import sign
 from curate.dedup.tokens import OP_NAMES, normalize_batch
 
 BATCH = 256
-CHUNK = 1024
-PARALLEL_MIN = 4096
+CHUNK = 512
+PARALLEL_MIN = 2048
 _WORKER_ENV = {"POLARS_MAX_THREADS": "1", "RAYON_NUM_THREADS": "1"}
 
 
@@ -73,6 +73,7 @@ class FeatureTable:
             threshold to a reference problem (when screened, :mod:`.decontaminate`).
         forward: document -> its parsed ``Model.forward`` op sequence, for the documents
             that screening chose to parse.
+        chunks_in_workers: chunks that worker processes computed (:func:`featurize_table`).
     """
 
     norm_hash: list[str | None]
@@ -83,6 +84,7 @@ class FeatureTable:
     sigs: np.ndarray
     ref_pairs: tuple[np.ndarray, np.ndarray, np.ndarray] = field(default_factory=_no_pairs)
     forward: dict[int, tuple[str, ...] | None] = field(default_factory=dict)
+    chunks_in_workers: int = 0
 
     def __len__(self) -> int:
         return len(self.error)
@@ -124,6 +126,10 @@ class FeatureTable:
 _SCREEN = None  # a worker's decontamination screen, set when the pool starts it
 
 
+def _ready() -> bool:
+    return True
+
+
 def _start_worker(screen) -> None:
     global _SCREEN
     _SCREEN = screen
@@ -154,7 +160,7 @@ def featurize_chunk_table(codes: Sequence, num_perm: int, backend: str = "rensa"
     if screen is not None:
         from curate.dedup.decontaminate import parse_forward
 
-        i, j, sim, todo = screen.screen(table)
+        i, j, sim, todo = screen.screen(table, codes)
         table.ref_pairs = (i, j, sim)
         for d in sorted(todo):
             ops, why = parse_forward(codes[d])
@@ -200,23 +206,29 @@ def _worker_env() -> Iterator[None]:
 
 
 def featurize_table(codes: Sequence, num_perm: int, workers: int | None = None,
-                    parallel_min: int = PARALLEL_MIN, chunk: int = CHUNK, backend: str = "rensa",
+                    parallel_min: int | None = None, chunk: int | None = None, backend: str = "rensa",
                     description: str = "dedup: features", screen=None,
-                    parse_check: bool = False) -> FeatureTable:
+                    parse_check: bool = False, share: bool = True) -> FeatureTable:
     """:func:`featurize_chunk_table` over many documents in chunks of ``chunk``, with a
     progress bar; from ``parallel_min`` documents on, on ``workers`` cores (default: all):
-    this process and ``workers - 1`` spawned worker processes take chunks as they free up,
-    so this process works while the workers start. The result does not depend on
-    ``workers`` or ``chunk``.
+    this process and ``workers - 1`` spawned worker processes take chunks as they free up.
+    This process starts at once; a worker gets chunks once it has started (0.3-2 s of
+    imports on the CI machine, depending on its load), so a small input is done here
+    before a worker could help, and a large one is shared by all. The result does not
+    depend on ``workers`` or ``chunk``.
 
     Args:
         codes: a sequence of documents (a list, or anything that slices into lists, such
             as a polars String Series).
         screen, parse_check: see :func:`featurize_chunk_table`.
+        share: this process takes chunks too (False: only the workers do, for a caller
+            with other work, and for tests).
     """
     from curate.progress import progress  # rich: not needed in the workers
 
     workers = workers or os.cpu_count() or 1
+    parallel_min = PARALLEL_MIN if parallel_min is None else parallel_min
+    chunk = chunk or CHUNK
     n = len(codes)
     bounds = list(range(0, n, chunk))
 
@@ -229,36 +241,47 @@ def featurize_table(codes: Sequence, num_perm: int, workers: int | None = None,
 
     if n < parallel_min or workers <= 1 or len(bounds) < 2:
         results = (local(k) for k in range(len(bounds)))
-        return FeatureTable.concat(list(progress(results, len(bounds), description)), num_perm)
+        table = FeatureTable.concat(list(progress(results, len(bounds), description)), num_perm)
+        table.chunks_in_workers = 0
+        return table
     parts: dict[int, FeatureTable] = {}
+    mine: set[int] = set()  # chunks this process did
     todo = deque(range(len(bounds)))
-    with ProcessPoolExecutor(workers - 1, mp_context=get_context("spawn"),
-                             initializer=_start_worker, initargs=(screen,)) as pool:
+    pool = ProcessPoolExecutor(workers - 1, mp_context=get_context("spawn"),
+                               initializer=_start_worker, initargs=(screen,))
+    try:
+        with _worker_env():  # the workers start with these first submissions
+            probes = [pool.submit(_ready) for _ in range(workers - 1)]
         pending: dict = {}
-
-        def refill() -> None:
-            # two chunks queued per worker: one running, one waiting, the input never copied whole
-            while todo and len(pending) < 2 * (workers - 1):
-                k = todo.pop()  # workers take chunks from the end, this process from the start
-                pending[pool.submit(_worker_chunk, piece(bounds[k]), num_perm, backend,
-                                    parse_check)] = k
-
-        with _worker_env():  # the workers start during these first submissions
-            refill()
         bar = progress(iter(int, 1), len(bounds), description)
         while todo or pending:
             for f in [f for f in pending if f.done()]:
                 parts[pending.pop(f)] = f.result()
                 next(bar, None)
-            refill()
-            if todo:
+            # chunks go to a worker only once it has started (a second one waits behind
+            # the first), so that none waits for a worker still importing its modules
+            ready = sum(p.done() for p in probes)
+            while todo and len(pending) < 2 * ready:
+                k = todo.pop()  # workers take chunks from the end, this process from the start
+                with _worker_env():
+                    pending[pool.submit(_worker_chunk, piece(bounds[k]), num_perm, backend,
+                                        parse_check)] = k
+            if todo and share:
                 k = todo.popleft()
                 parts[k] = local(k)
+                mine.add(k)
                 next(bar, None)
             elif pending:
                 wait(list(pending), return_when=FIRST_COMPLETED)
+            elif todo:
+                wait(probes, return_when=FIRST_COMPLETED)
         bar.close()
-    return FeatureTable.concat([parts[k] for k in range(len(bounds))], num_perm)
+    finally:
+        # a worker that never got a chunk may still be importing: do not wait for it
+        pool.shutdown(wait=False, cancel_futures=True)
+    table = FeatureTable.concat([parts[k] for k in range(len(bounds))], num_perm)
+    table.chunks_in_workers = len(bounds) - len(mine)
+    return table
 
 
 def featurize(codes: Sequence, num_perm: int, workers: int | None = None,

@@ -205,8 +205,9 @@ def candidate_pairs(sigs: np.ndarray, threshold: float, backend: str = "rensa",
 
 
 def candidate_arrays(sigs: np.ndarray, threshold: float, backend: str = "rensa",
-                     seed: int = SEED) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """:func:`candidate_pairs` as three arrays ``(i, j, jaccard)``."""
+                     seed: int = SEED, floor: float | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`candidate_pairs` as three arrays ``(i, j, jaccard)``; with ``floor``, the
+    candidates LSH proposes for ``threshold`` whose estimate is >= ``floor`` instead."""
     n, num_perm = sigs.shape
     if backend == "datasketch":
         i, j = _datasketch_pairs(sigs, threshold, seed)
@@ -215,7 +216,7 @@ def candidate_arrays(sigs: np.ndarray, threshold: float, backend: str = "rensa",
     else:
         raise ValueError(f"unknown MinHash backend {backend!r}; choose one of {BACKENDS}")
     sim = pair_jaccard(sigs, i, j)
-    keep = sim >= threshold
+    keep = sim >= (threshold if floor is None else floor)
     return i[keep], j[keep], sim[keep]
 
 

@@ -7,8 +7,9 @@ Reads the ``mine`` table (or ``source``) and writes ``OUT/dedup``. Steps:
    locals and layers, and the order of methods do not count) and hash it: equal hashes
    are exact duplicates;
 2. MinHash signatures of the normalized tokens' 5-gram shingles (rensa, or datasketch
-   with ``backend="datasketch"``), LSH banding for candidate pairs with estimated
-   Jaccard >= ``threshold``, kept when the op names the two documents mention agree
+   with ``backend="datasketch"``), LSH banding for candidate pairs with Jaccard >=
+   ``threshold`` (estimated, and computed exactly for the pairs estimated within 0.1 of
+   the threshold: :mod:`.exact`), kept when the op names the two documents mention agree
    (:func:`ops_agree_counts`: torch's ``ReLU`` and ``Mish`` differ by one op), clusters =
    connected components (:mod:`.minhash`); exact duplicates join their twin's cluster;
 3. match every distinct document against KernelBench (:mod:`.decontaminate`): MinHash
@@ -49,6 +50,7 @@ with no contaminated member. Rejected, in this order of precedence:
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter, defaultdict
 from pathlib import Path
@@ -57,6 +59,7 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from curate.dedup import exact
 from curate.dedup.decontaminate import Match, ReferenceIndex, match_pairs
 from curate.dedup.features import FeatureTable, featurize_table
 from curate.dedup.minhash import BACKENDS, candidate_arrays, components, jaccard
@@ -103,6 +106,19 @@ def ops_agree_counts(table: FeatureTable, rows_a: np.ndarray, rows_b: np.ndarray
         common = sum((Counter(x) & Counter(y)).values())
         out[k] = 2 * common / (len(x) + len(y)) >= OPS_AGREEMENT
     return out
+
+
+class _Rows:
+    """``codes[rows[k]]`` as a sequence indexed by ``k`` (no copy of the column)."""
+
+    def __init__(self, codes: pl.Series, rows: np.ndarray):
+        self.codes, self.rows = codes, rows
+
+    def __getitem__(self, k: int) -> str:
+        return self.codes[int(self.rows[k])]
+
+    def __len__(self) -> int:
+        return len(self.rows)
 
 
 def run(out: Path | str, source: Path | str | None = None, threshold: float = 0.8,
@@ -160,7 +176,9 @@ def run(out: Path | str, source: Path | str | None = None, threshold: float = 0.
     has_doc = np.flatnonzero(doc_of >= 0)
     doc_rows[doc_of[has_doc][::-1]] = has_doc[::-1]  # each document's first row
     doc_sigs = feats.sigs[doc_rows]
-    a, b, _ = candidate_arrays(doc_sigs, threshold, backend)
+    a, b, sim = candidate_arrays(doc_sigs, threshold, backend, floor=threshold - exact.MARGIN)
+    doc_codes = _Rows(codes, doc_rows)
+    a, b, sim, checked = exact.settle(doc_codes, a, b, sim, threshold)
     # Near-duplicates must also compute the same thing: torch's ReLU and Mish differ by one
     # call and pass 0.8 Jaccard, but are different kernels to write.
     agree = ops_agree_counts(feats, doc_rows[a], doc_rows[b])
@@ -209,7 +227,10 @@ def run(out: Path | str, source: Path | str | None = None, threshold: float = 0.
         "duplicate_clusters": sum(1 for n in sizes.values() if n > 1),
         "largest_cluster": max(sizes.values(), default=0),
         "distinct_normalized": len(doc_rows),
+        "workers": workers or os.cpu_count() or 1,
+        "chunks_in_workers": feats.chunks_in_workers,
         "near_duplicate_pairs": int(agree.sum()),
+        "pairs_checked_exactly": checked,
         "near_duplicate_pairs_ops_disagree": int((~agree).sum()),
         **counts, **ref_info,
         "step_seconds": {k: round(v, 3) for k, v in steps.items()},

@@ -311,6 +311,11 @@ def _renamed_tokens(codes: list):
     # ``f(x).norm``): _rename compares that name with the method's first parameter
     plain = np.zeros(len(first), dtype=bool)
     plain[2:] = attr[2:] & (starts[:-2] + lens[:-2] == starts[1:-1]) & _WORD_BYTE[first[:-2]]
+    # a name bound with ``=`` (an assignment, a parameter default, a keyword) is the
+    # document's own even when torch has one of that name (``reduce=None``)
+    eq = (first == 61) & (lens == 1)
+    bound = np.zeros(len(first), dtype=bool)
+    bound[:-2] = _WORD_BYTE[first[:-2]] & eq[1:-1] & ~eq[2:] & ~attr[:-2]
     keep = ~_DELIMITER[first]
     # operators that compute nothing: ``->``, unpacking ``*args``/``**kw``, a unary minus
     prev = np.zeros(len(first), dtype=np.uint8)
@@ -336,13 +341,13 @@ def _renamed_tokens(codes: list):
         keep &= ~np.repeat(bad, np.diff(np.searchsorted(starts, doc_starts)))
     idx = np.flatnonzero(keep)
     starts, lens, first = starts.take(idx), lens.take(idx), first.take(idx)
-    attr, plain = attr.take(idx), plain.take(idx)
+    attr, plain, bound = attr.take(idx), plain.take(idx), bound.take(idx)
     tok_lens = np.diff(np.searchsorted(starts, doc_starts))
     offsets = _bounds(tok_lens)
     h = _hash_spans(buf, starts, lens)
     chunk_start = _chunks(h, offsets)
     self_attr = _self_attributes(buf, starts, h, plain, chunk_start)
-    mapped, ops = _rename(first, h, attr, self_attr, offsets)
+    mapped, ops = _rename(first, h, attr, self_attr, bound, offsets)
     return errors, buf, starts, lens, h, mapped, ops, tok_lens, chunk_start
 
 
@@ -440,10 +445,10 @@ def _self_attributes(buf: np.ndarray, starts: np.ndarray, h: np.ndarray, plain: 
 
 
 def _rename(first: np.ndarray, h: np.ndarray, attr: np.ndarray, self_attr: np.ndarray,
-            offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            bound: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Step 4: ``(renamed token hashes, op id or -1)`` per token, given each token's first
-    byte, hash, whether a dot precedes it and whether that dot follows ``self``, and the
-    documents' token offsets."""
+    byte, hash, whether a dot precedes it and whether that dot follows ``self``, whether
+    ``=`` binds it, and the documents' token offsets."""
     total = len(h)
     flags, op = _VOCAB.lookup(h)
     with np.errstate(over="ignore"):
@@ -456,20 +461,19 @@ def _rename(first: np.ndarray, h: np.ndarray, attr: np.ndarray, self_attr: np.nd
     attr_ok &= ~self_attr
     name_ok = (flags & NAME) > 0
     name_ok &= ~attr
-    # a class the document defines is the user's, even when torch has one of that name
-    cand = np.flatnonzero(name_ok & upper)
-    if len(cand):
-        after_class = np.zeros(total, dtype=bool)
-        after_class[1:] = h[:-1] == _H["class"]
-        after_class[offsets[:-1][offsets[:-1] < total]] = False
-        defined = np.flatnonzero(after_class)
-        if len(defined):
-            def key(idx: np.ndarray) -> np.ndarray:
-                doc = (np.searchsorted(offsets, idx, "right") - 1).astype(np.uint64)
-                with np.errstate(over="ignore"):
-                    return h[idx] ^ (doc * _K2)
-            user = np.isin(key(cand), key(defined))
-            name_ok[cand[user]] = False
+    # a name the document defines (``class <name>``) or binds with ``=`` is its own, even
+    # when torch or Python has one of that name
+    cand = np.flatnonzero(name_ok)
+    after_class = np.zeros(total, dtype=bool)
+    after_class[1:] = h[:-1] == _H["class"]
+    after_class[offsets[:-1][offsets[:-1] < total]] = False
+    own = np.flatnonzero((after_class | bound) & name_ok)
+    if len(cand) and len(own):
+        def key(idx: np.ndarray) -> np.ndarray:
+            doc = (np.searchsorted(offsets, idx, "right") - 1).astype(np.uint64)
+            with np.errstate(over="ignore"):
+                return h[idx] ^ (doc * _K2)
+        name_ok[cand[np.isin(key(cand), key(own))]] = False
     keep = attr_ok | name_ok
     keep |= ~ident
     mapped = np.where(keep, h, _H[PLACEHOLDER])

@@ -36,10 +36,9 @@ SHADOWED_BUILTINS = frozenset({
 })
 #: Conventional module names and aliases (``import torch.nn.functional as F``).
 MODULE_NAMES = frozenset({
-    "torch", "nn", "F", "functional", "np", "numpy", "math", "functools", "itertools",
-    "collections", "typing", "einops", "rearrange", "repeat", "reduce", "warnings", "copy",
-    "init", "Tensor", "Parameter", "Module", "Optional", "List", "Tuple", "Dict", "Union",
-    "Callable", "Any", "Sequence", "Iterable", "Type", "Final", "Literal",
+    "torch", "nn", "F", "np", "numpy", "math", "einops", "Tensor", "Parameter", "Module",
+    "Optional", "List", "Tuple", "Dict", "Union", "Callable", "Any", "Sequence", "Iterable",
+    "Type", "Final", "Literal",
 })
 #: Names that compute nothing on tensor values: creation, dtypes, shapes, bookkeeping.
 _NOT_OPS = _NON_OPS | _SHAPE_CALLS | _CONTAINERS | frozenset({
