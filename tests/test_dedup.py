@@ -413,3 +413,16 @@ def test_cli_dedup(tmp_path: Path):
     stats = read_stats(tmp_path / "dedup")
     assert stats["threshold"] == 0.85 and stats["in"] == len(dedup_rows())
     assert json.loads(result.stdout.splitlines()[0])["kept"] == stats["kept"]
+    assert stats["backend"] == "rensa"
+    result = CliRunner().invoke(app, ["dedup", "--out", str(tmp_path), "--kernelbench", "none",
+                                      "--threshold", "0.85", "--backend", "datasketch",
+                                      "--workers", "1", "--parse-check"])
+    assert result.exit_code == 0, result.output
+    again = read_stats(tmp_path / "dedup")
+    assert again["backend"] == "datasketch" and again["workers"] == 1
+    # the planted encoder copies form one cluster, each distinct module its own, either way
+    assert again["clusters"] == stats["clusters"] == 1 + len(DISTINCT)
+    assert again["unparseable"] == stats["unparseable"] == 1
+    bad = CliRunner().invoke(app, ["dedup", "--out", str(tmp_path), "--kernelbench", "none",
+                                   "--backend", "simhash"])
+    assert bad.exit_code == 2 and "backend" in bad.output
