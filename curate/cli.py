@@ -85,13 +85,21 @@ def dedup(
         "dataset id, 'auto' (local copy, then ScalingIntelligence/KernelBench) or 'none'."),
     contamination_threshold: float = typer.Option(
         0.6, help="MinHash Jaccard to a KernelBench problem above which a problem is contaminated."),
+    backend: str = typer.Option(
+        "rensa", help="MinHash and LSH: 'rensa' (fast) or 'datasketch' (signatures that "
+        "interchange with datasketch's MinHash)."),
+    workers: Optional[int] = typer.Option(None, help="Processes (default: all cores)."),
+    parse_check: bool = typer.Option(
+        False, "--parse-check/--no-parse-check",
+        help="Parse every problem and reject the ones that are not valid Python (slower)."),
 ) -> None:
     """Exact and MinHash-LSH near-dedup, then decontamination against KernelBench."""
     from curate.dedup import run
 
     with _clear_errors():
         _echo_stats(run(out=out, source=source, threshold=threshold, num_perm=num_perm,
-                        kernelbench=kernelbench, contamination_threshold=contamination_threshold))
+                        kernelbench=kernelbench, contamination_threshold=contamination_threshold,
+                        backend=backend, workers=workers, parse_check=parse_check))
 
 
 @app.command()

@@ -1,29 +1,35 @@
-"""Per-document features for dedup: normalized hash, op sequence, MinHash signature.
+"""Per-document features for dedup: normalized hash, op names, MinHash signature.
 
-Features of many documents are computed in chunks, in worker processes when there are
-enough documents to pay for starting them (a spawned worker costs about a second of
-imports; one 4 KB problem about 5 ms, measured on the 2-core CI machine).
+:func:`featurize_table` computes them for many documents: token-level normalization and
+shingles (:mod:`.tokens`) in batches of :data:`BATCH` documents, whose arrays stay in the
+CPU caches, then signatures (:mod:`.minhash`). From :data:`PARALLEL_MIN` documents on,
+chunks of :data:`CHUNK` go to a local pool of worker processes, one per core: a spawned
+worker costs about 0.3 s of imports (polars, numpy, rensa), one 5 KB problem about 0.1 ms
+(measured on the 2-core CI machine; ``python -m curate.bench.dedup`` prints the figures).
+Workers run polars and rensa single-threaded, so that the pool, not their thread pools,
+spreads the work over the cores.
 """
 
 from __future__ import annotations
 
 import os
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from collections import deque
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from itertools import islice
 from multiprocessing import get_context
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
-from curate.dedup.minhash import signatures
-from curate.dedup.normalize import NormalizeError, norm_hash, normalize, shingles, tokens
-from curate.dedup.ops import op_sequence
-from curate.progress import progress
+from curate.dedup.minhash import sign
+from curate.dedup.tokens import OP_NAMES, normalize_batch
 
-SHINGLE = 5
-"""Tokens per shingle (5-grams, as BigCode and text-dedup use)."""
-PARALLEL_MIN = 2000
-CHUNK = 200
+BATCH = 256
+CHUNK = 512
+PARALLEL_MIN = 2048
+_WORKER_ENV = {"POLARS_MAX_THREADS": "1", "RAYON_NUM_THREADS": "1"}
 
 
 @dataclass
@@ -31,66 +37,263 @@ class Features:
     """What dedup knows of one document.
 
     Attributes:
-        norm_hash: 32 hex characters of the normalized text; ``None`` if it did not parse.
-        ops: canonical op sequence of ``Model.forward`` (:mod:`curate.dedup.ops`).
-        error: why the document could not be normalized (``""`` when it could).
-        n_tokens: tokens of the normalized text.
+        norm_hash: 32 hex characters of the normalized tokens; ``None`` if the document is
+            not usable code (see ``error``).
+        ops: op names the document mentions, in text order (:mod:`.tokens`).
+        error: why the document is not usable code (``""`` when it is).
+        n_tokens: tokens of the normalized document.
+        forward_ops: the op sequence of ``Model.forward`` read from the parsed tree
+            (:mod:`.ops`), when it was needed and computed; ``None`` otherwise.
     """
 
     norm_hash: str | None
     ops: tuple[str, ...]
     error: str
     n_tokens: int
+    forward_ops: tuple[str, ...] | None = None
 
 
-def _one(code: str) -> tuple[Features, set[bytes]]:
-    try:
-        norm = normalize(code)
-    except NormalizeError as exc:
-        return Features(None, (), str(exc)[:500], 0), set()
-    except Exception as exc:  # RecursionError on absurd nesting, or syntax we mishandle:
-        # one document must not end the run; it is rejected with the reason
-        return Features(None, (), f"normalize failed: {type(exc).__name__}: {exc}"[:500], 0), set()
-    toks = tokens(norm.text)
-    try:
-        ops = op_sequence(norm)
-    except Exception:  # the op reading is a heuristic; without it only MinHash compares
-        ops = ()
-    return Features(norm_hash(norm.text), ops, "", len(toks)), shingles(toks, SHINGLE)
+def _no_pairs() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float64)
 
 
-def featurize_chunk(codes: Sequence[str], num_perm: int) -> tuple[list[Features], np.ndarray]:
-    """Features and ``(len(codes), num_perm)`` ``uint32`` signatures of ``codes``.
+@dataclass
+class FeatureTable:
+    """Features of ``n`` documents, by column.
 
-    A document that does not parse gets the empty set's signature (it is rejected anyway).
+    Attributes:
+        norm_hash: ``n`` hex strings or ``None``.
+        error: ``n`` strings (``""``: usable).
+        n_tokens: ``(n,)`` ``int64``.
+        ops: ``int32`` op ids (:data:`curate.dedup.tokens.OP_NAMES`), concatenated.
+        op_offsets: ``(n + 1,)`` ``int64``: document ``i``'s ops are
+            ``ops[op_offsets[i]:op_offsets[i + 1]]``.
+        sigs: ``(n, num_perm)`` ``uint32`` MinHash signatures.
+        ref_pairs: ``(doc, ref, jaccard)`` arrays: documents at or above the contamination
+            threshold to a reference problem (when screened, :mod:`.decontaminate`).
+        forward: document -> its parsed ``Model.forward`` op sequence, for the documents
+            that screening chose to parse.
+        chunks_in_workers: chunks that worker processes computed (:func:`featurize_table`).
     """
-    feats, sets = [], []
-    for code in codes:
-        f, s = _one(code)
-        feats.append(f)
-        sets.append(s)
-    return feats, signatures(sets, num_perm)
+
+    norm_hash: list[str | None]
+    error: list[str]
+    n_tokens: np.ndarray
+    ops: np.ndarray
+    op_offsets: np.ndarray
+    sigs: np.ndarray
+    ref_pairs: tuple[np.ndarray, np.ndarray, np.ndarray] = field(default_factory=_no_pairs)
+    forward: dict[int, tuple[str, ...] | None] = field(default_factory=dict)
+    chunks_in_workers: int = 0
+
+    def __len__(self) -> int:
+        return len(self.error)
+
+    def op_ids(self, i: int) -> np.ndarray:
+        return self.ops[self.op_offsets[i]:self.op_offsets[i + 1]]
+
+    def op_names(self, i: int) -> tuple[str, ...]:
+        return tuple(OP_NAMES[k] for k in self.op_ids(i))
+
+    def features(self, i: int) -> Features:
+        return Features(self.norm_hash[i], self.op_names(i), self.error[i], int(self.n_tokens[i]),
+                        self.forward.get(i))
+
+    @classmethod
+    def concat(cls, parts: Sequence["FeatureTable"], num_perm: int) -> "FeatureTable":
+        if not parts:
+            return cls([], [], np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(1, np.int64),
+                       np.zeros((0, num_perm), np.uint32))
+        op_offsets = [np.zeros(1, np.int64)]
+        pairs: list[list[np.ndarray]] = [[], [], []]
+        forward: dict[int, tuple[str, ...] | None] = {}
+        base = docs = 0
+        for p in parts:
+            op_offsets.append(p.op_offsets[1:] + base)
+            base += int(p.op_offsets[-1])
+            pairs[0].append(p.ref_pairs[0] + docs)
+            pairs[1].append(p.ref_pairs[1])
+            pairs[2].append(p.ref_pairs[2])
+            forward.update({d + docs: ops for d, ops in p.forward.items()})
+            docs += len(p)
+        return cls([h for p in parts for h in p.norm_hash], [e for p in parts for e in p.error],
+                   np.concatenate([p.n_tokens for p in parts]),
+                   np.concatenate([p.ops for p in parts]), np.concatenate(op_offsets),
+                   np.concatenate([p.sigs for p in parts]),
+                   tuple(np.concatenate(a) for a in pairs), forward)
 
 
-def featurize(codes: Sequence[str], num_perm: int, workers: int | None = None,
-              parallel_min: int = PARALLEL_MIN, chunk: int = CHUNK,
-              description: str = "dedup: features") -> tuple[list[Features], np.ndarray]:
-    """:func:`featurize_chunk` over many documents in chunks of ``chunk``, with a progress
-    bar; in ``workers`` processes (default: all cores) from ``parallel_min`` documents on.
-    The result does not depend on ``workers`` or ``chunk``."""
-    chunks = [codes[i:i + chunk] for i in range(0, len(codes), chunk)]
+_SCREEN = None  # a worker's decontamination screen, set when the pool starts it
+
+
+def _ready() -> bool:
+    return True
+
+
+def _start_worker(screen) -> None:
+    global _SCREEN
+    _SCREEN = screen
+
+
+def _worker_chunk(codes: list, num_perm: int, backend: str, parse_check: bool) -> "FeatureTable":
+    return featurize_chunk_table(codes, num_perm, backend, _SCREEN, parse_check)
+
+
+def featurize_chunk_table(codes: Sequence, num_perm: int, backend: str = "rensa", screen=None,
+                          parse_check: bool = False, batch: int = BATCH) -> FeatureTable:
+    """:class:`FeatureTable` of ``codes``, in this process.
+
+    Args:
+        screen: a :class:`curate.dedup.decontaminate.Screen`: also find the documents
+            near a reference problem and parse the ones it asks for (``ref_pairs``,
+            ``forward``).
+        parse_check: parse every usable document with ``ast``; one that does not parse
+            gets an ``error`` (without it, only the documents screening parses are).
+    """
+    parts = []
+    for s in range(0, len(codes), batch):
+        tb = normalize_batch(list(codes[s:s + batch]))
+        sigs = sign(tb.shingles, tb.shingle_offsets, num_perm, backend)
+        parts.append(FeatureTable(tb.norm_hash, tb.error, tb.n_tokens, tb.ops, tb.op_offsets, sigs))
+    table = FeatureTable.concat(parts, num_perm)
+    todo: set[int] = set()
+    if screen is not None:
+        from curate.dedup.decontaminate import parse_forward
+
+        i, j, sim, todo = screen.screen(table, codes)
+        table.ref_pairs = (i, j, sim)
+        for d in sorted(todo):
+            ops, why = parse_forward(codes[d])
+            table.forward[d] = ops
+            if why:
+                table.error[d], table.norm_hash[d] = why, None
+    if parse_check:
+        for d, code in enumerate(codes):
+            if not table.error[d] and d not in todo:
+                why = _parse_error(code)
+                if why:
+                    table.error[d], table.norm_hash[d] = why, None
+    return table
+
+
+def _parse_error(code: str) -> str:
+    import ast
+
+    from curate.problem import INPUTS_MARKER
+
+    try:
+        ast.parse(code.split(INPUTS_MARKER, 1)[0])
+    except (SyntaxError, ValueError) as exc:
+        return f"{type(exc).__name__}: {exc}"[:500]
+    except RecursionError:
+        return "RecursionError: nesting too deep to parse"
+    return ""
+
+
+@contextmanager
+def _worker_env() -> Iterator[None]:
+    """Environment for worker processes spawned inside the block (they copy it at start)."""
+    saved = {k: os.environ.get(k) for k in _WORKER_ENV}
+    os.environ.update(_WORKER_ENV)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def featurize_table(codes: Sequence, num_perm: int, workers: int | None = None,
+                    parallel_min: int | None = None, chunk: int | None = None, backend: str = "rensa",
+                    description: str = "dedup: features", screen=None,
+                    parse_check: bool = False, share: bool = True) -> FeatureTable:
+    """:func:`featurize_chunk_table` over many documents in chunks of ``chunk``, with a
+    progress bar; from ``parallel_min`` documents on, on ``workers`` cores (default: all):
+    this process and ``workers - 1`` spawned worker processes take chunks as they free up.
+    This process starts at once; a worker gets chunks once it has started (0.3-2 s of
+    imports on the CI machine, depending on its load), so a small input is done here
+    before a worker could help, and a large one is shared by all. The result does not
+    depend on ``workers`` or ``chunk``.
+
+    Args:
+        codes: a sequence of documents (a list, or anything that slices into lists, such
+            as a polars String Series).
+        screen, parse_check: see :func:`featurize_chunk_table`.
+        share: this process takes chunks too (False: only the workers do, for a caller
+            with other work, and for tests).
+    """
+    from curate.progress import progress  # rich: not needed in the workers
+
     workers = workers or os.cpu_count() or 1
-    feats: list[Features] = []
-    sigs: list[np.ndarray] = [np.empty((0, num_perm), dtype=np.uint32)]
-    if len(codes) < parallel_min or workers <= 1:
-        results = (featurize_chunk(c, num_perm) for c in chunks)
-        for f, s in progress(results, len(chunks), description):
-            feats += f
-            sigs.append(s)
-    else:
-        with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
-            results = pool.map(featurize_chunk, chunks, [num_perm] * len(chunks))
-            for f, s in progress(results, len(chunks), description):
-                feats += f
-                sigs.append(s)
-    return feats, np.concatenate(sigs)
+    parallel_min = PARALLEL_MIN if parallel_min is None else parallel_min
+    chunk = chunk or CHUNK
+    n = len(codes)
+    bounds = list(range(0, n, chunk))
+
+    def piece(s: int) -> list:
+        part = codes[s:s + chunk]
+        return part.to_list() if hasattr(part, "to_list") else list(part)
+
+    def local(k: int) -> FeatureTable:
+        return featurize_chunk_table(piece(bounds[k]), num_perm, backend, screen, parse_check)
+
+    if n < parallel_min or workers <= 1 or len(bounds) < 2:
+        results = (local(k) for k in range(len(bounds)))
+        table = FeatureTable.concat(list(progress(results, len(bounds), description)), num_perm)
+        table.chunks_in_workers = 0
+        return table
+    parts: dict[int, FeatureTable] = {}
+    mine: set[int] = set()  # chunks this process did
+    todo = deque(range(len(bounds)))
+    pool = ProcessPoolExecutor(workers - 1, mp_context=get_context("spawn"),
+                               initializer=_start_worker, initargs=(screen,))
+    try:
+        with _worker_env():  # the workers start with these first submissions
+            probes = [pool.submit(_ready) for _ in range(workers - 1)]
+        pending: dict = {}
+        bar = progress(iter(int, 1), len(bounds), description)
+        while todo or pending:
+            for f in [f for f in pending if f.done()]:
+                parts[pending.pop(f)] = f.result()
+                next(bar, None)
+            # chunks go to a worker only once it has started (a second one waits behind
+            # the first), so that none waits for a worker still importing its modules
+            ready = sum(p.done() for p in probes)
+            while todo and len(pending) < 2 * ready:
+                k = todo.pop()  # workers take chunks from the end, this process from the start
+                with _worker_env():
+                    pending[pool.submit(_worker_chunk, piece(bounds[k]), num_perm, backend,
+                                        parse_check)] = k
+            if todo and share:
+                k = todo.popleft()
+                parts[k] = local(k)
+                mine.add(k)
+                next(bar, None)
+            elif pending:
+                wait(list(pending), return_when=FIRST_COMPLETED)
+            elif todo:
+                wait(probes, return_when=FIRST_COMPLETED)
+        bar.close()
+    finally:
+        # a worker that never got a chunk may still be importing: do not wait for it
+        pool.shutdown(wait=False, cancel_futures=True)
+    table = FeatureTable.concat([parts[k] for k in range(len(bounds))], num_perm)
+    table.chunks_in_workers = len(bounds) - len(mine)
+    return table
+
+
+def featurize(codes: Sequence, num_perm: int, workers: int | None = None,
+              parallel_min: int = PARALLEL_MIN, chunk: int = CHUNK, backend: str = "rensa",
+              description: str = "dedup: features") -> tuple[list[Features], np.ndarray]:
+    """:func:`featurize_table` as a list of :class:`Features` and the ``(n, num_perm)``
+    ``uint32`` signatures."""
+    table = featurize_table(codes, num_perm, workers, parallel_min, chunk, backend, description)
+    return [table.features(i) for i in range(len(table))], table.sigs
+
+
+def featurize_chunk(codes: Sequence, num_perm: int, backend: str = "rensa") -> tuple[list[Features], np.ndarray]:
+    """:func:`featurize` of ``codes`` in this process."""
+    table = featurize_chunk_table(codes, num_perm, backend)
+    return [table.features(i) for i in range(len(table))], table.sigs

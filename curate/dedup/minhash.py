@@ -1,16 +1,27 @@
 """MinHash signatures, LSH candidate pairs and clusters.
 
-Signatures are a plain ``numpy`` array (rows = documents, ``uint32``), made by one function,
-:func:`signatures`, so the backend can be swapped (rensa for 10^7 documents, issue #4)
-without touching the callers; everything after works on the array.
+Signatures are a plain ``numpy`` array (rows = documents, ``uint32``); everything after
+signing works on that array, whichever backend made it.
 
 Method: MinHash (Broder 1997) estimates the Jaccard similarity of two shingle sets as the
-share of equal signature slots; LSH banding (Indyk and Motwani 1998; datasketch's
-``MinHashLSH``, which picks bands x rows for the threshold) proposes candidate pairs, and a
-pair is kept only when its estimated Jaccard reaches the threshold. BigCode (The Stack) and
-text-dedup use the same recipe (5-gram shingles, threshold 0.7-0.8). Against a small
-reference set (:func:`query_pairs`) every pair is compared instead: banding misses pairs
-near the threshold (on torch's own source at 0.6, 10 of 13).
+share of equal signature slots; LSH banding (Indyk and Motwani 1998) proposes candidate
+pairs, and a pair is kept only when its estimated Jaccard reaches the threshold. BigCode
+(The Stack) and text-dedup use the same recipe (5-gram shingles, threshold 0.7-0.8).
+
+Backends (figures: DESIGN.md section 5, 2-core CI machine, 128 permutations):
+
+- ``"rensa"`` (default): rensa's R-MinHash over the 64-bit shingle hashes in one flat
+  buffer, about 24x datasketch's fastest path at equal accuracy. Its signatures are its
+  own: they compare with each other, not with datasketch's. Banding here in numpy
+  (:func:`band_pairs`) instead of ``MinHashLSH`` (390,000 against 9,000-16,000 docs/s).
+- ``"datasketch"``: datasketch's ``MinHash`` with ``hashfunc`` = the low 32 bits of each
+  shingle hash, and datasketch's ``MinHashLSH``. A signature equals
+  ``MinHash(num_perm, seed=1, hashfunc=low32)`` updated with the same shingle hashes,
+  so it interchanges with other datasketch tools.
+
+Against a small reference set (:func:`query_pairs`) every pair is compared instead:
+banding misses pairs near the threshold (on torch's own source at 0.6, 10 of 13 with
+datasketch's band choice).
 """
 
 from __future__ import annotations
@@ -20,19 +31,66 @@ from typing import Iterable, Sequence
 import numpy as np
 
 SEED = 1
-"""datasketch's default seed: signatures made with it interchange with ``MinHash()``'s."""
+"""datasketch's default seed; rensa gets it too."""
+BACKENDS = ("rensa", "datasketch")
+EMPTY = np.uint32(0xFFFFFFFF)
+"""Every slot of an empty document's signature (datasketch's and rensa's alike)."""
+LSH_RECALL = 0.995
+"""Least probability that banding proposes a pair whose Jaccard equals the threshold."""
+MAX_BUCKET = 64
+"""Buckets larger than this get a chain and a star of pairs instead of all pairs."""
+
+
+def low32(h: int) -> int:
+    """The ``hashfunc`` of the datasketch backend: a shingle hash's low 32 bits."""
+    return int(h) & 0xFFFFFFFF
+
+
+def sign(shingles: np.ndarray, offsets: np.ndarray, num_perm: int = 128,
+         backend: str = "rensa", seed: int = SEED) -> np.ndarray:
+    """MinHash signatures of documents given as flat shingle hashes.
+
+    Args:
+        shingles: ``uint64`` shingle hashes of all documents, concatenated (repeats ok).
+        offsets: ``(n + 1,)`` int; document ``i`` is ``shingles[offsets[i]:offsets[i + 1]]``.
+        num_perm: signature length.
+        backend: ``"rensa"`` or ``"datasketch"`` (module docstring).
+    Returns:
+        ``uint32`` array ``(n, num_perm)``; an empty document's row is all :data:`EMPTY`.
+    Raises:
+        ValueError: unknown backend.
+    """
+    n = len(offsets) - 1
+    if backend == "rensa":
+        from rensa import RMinHash
+
+        if n == 0:
+            return np.empty((0, num_perm), dtype=np.uint32)
+        m = RMinHash.digest_matrix_from_flat_token_hashes(
+            np.ascontiguousarray(shingles, dtype=np.uint64),
+            np.ascontiguousarray(offsets, dtype=np.uint64), num_perm, seed)
+        return np.array(m.to_rows(), dtype=np.uint32).reshape(n, num_perm)
+    if backend == "datasketch":
+        from datasketch import MinHash
+
+        out = np.full((n, num_perm), EMPTY, dtype=np.uint32)
+        for i in range(n):
+            part = shingles[offsets[i]:offsets[i + 1]]
+            if len(part):
+                m = MinHash(num_perm=num_perm, seed=seed, hashfunc=low32, scheme="affine32")
+                m.update_batch(part.tolist())
+                out[i] = m.hashvalues
+        return out
+    raise ValueError(f"unknown MinHash backend {backend!r}; choose one of {BACKENDS}")
 
 
 def signatures(shingle_sets: Sequence[Iterable[bytes]], num_perm: int = 128,
                seed: int = SEED) -> np.ndarray:
-    """MinHash signatures of shingle sets (datasketch ``MinHash.bulk``).
+    """datasketch ``MinHash.bulk`` signatures of shingle sets given as ``bytes``.
 
-    Args:
-        shingle_sets: one iterable of ``bytes`` shingles per document.
-        num_perm: permutations (signature length).
     Returns:
-        ``uint32`` array of shape ``(len(shingle_sets), num_perm)``. An empty set gives
-        all ``0xFFFFFFFF``, equal to every other empty set's signature.
+        ``uint32`` array of shape ``(len(shingle_sets), num_perm)``; an empty set gives
+        all :data:`EMPTY`.
     """
     from datasketch import MinHash
 
@@ -53,82 +111,203 @@ def jaccard(a: np.ndarray, b: np.ndarray) -> np.ndarray | float:
     return float(eq.mean()) if eq.ndim == 1 else eq.mean(axis=1)
 
 
-def _lsh(threshold: float, num_perm: int):
-    from datasketch import MinHashLSH
-
-    # Candidates are verified afterwards, so weigh missed pairs above false candidates.
-    return MinHashLSH(threshold=threshold, num_perm=num_perm, weights=(0.3, 0.7))
-
-
-def _lean(sig: np.ndarray, seed: int):
-    from datasketch import LeanMinHash
-
-    return LeanMinHash(seed=seed, hashvalues=sig, scheme="affine32")
+def pair_jaccard(sigs: np.ndarray, i: np.ndarray, j: np.ndarray, chunk: int = 1 << 16) -> np.ndarray:
+    """Estimated Jaccard of the pairs ``(i[k], j[k])`` of rows of ``sigs``, ``(len(i),)``."""
+    out = np.empty(len(i), dtype=np.float64)
+    for s in range(0, len(i), chunk):
+        out[s:s + chunk] = (sigs[i[s:s + chunk]] == sigs[j[s:s + chunk]]).mean(axis=1)
+    return out
 
 
-def candidate_pairs(sigs: np.ndarray, threshold: float, seed: int = SEED) -> list[tuple[int, int, float]]:
+def band_shape(threshold: float, num_perm: int, recall: float = LSH_RECALL) -> tuple[int, int]:
+    """``(bands, rows)`` with the most rows per band (fewest false candidates) such that a
+    pair of Jaccard ``threshold`` becomes a candidate with probability >= ``recall``:
+    ``1 - (1 - t**rows)**bands``, ``bands = num_perm // rows`` (Leskovec, Rajaraman and
+    Ullman, *Mining of Massive Datasets*, ch. 3.4). datasketch's own choice for 0.8 and 128
+    permutations, 11 x 11, proposes such a pair with probability 0.63 only."""
+    best = (num_perm, 1)
+    for rows in range(1, num_perm + 1):
+        bands = num_perm // rows
+        if 1.0 - (1.0 - threshold ** rows) ** bands >= recall:
+            best = (bands, rows)
+    return best
+
+
+def _band_keys(sigs: np.ndarray, bands: int, rows: int) -> np.ndarray:
+    """``(bands, n)`` ``uint64`` hash of each band of each signature."""
+    from curate.dedup.tokens import mix64
+
+    n = len(sigs)
+    keys = np.empty((bands, n), dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for b in range(bands):
+            h = np.full(n, np.uint64(b) * np.uint64(0x9E3779B97F4A7C15), dtype=np.uint64)
+            for r in range(rows):
+                h = mix64(h ^ sigs[:, b * rows + r].astype(np.uint64))
+            keys[b] = h
+    return keys
+
+
+def band_pairs(sigs: np.ndarray, bands: int, rows: int,
+               max_bucket: int = MAX_BUCKET) -> tuple[np.ndarray, np.ndarray]:
+    """Candidate pairs: rows of ``sigs`` equal in at least one band.
+
+    Within a bucket of at most ``max_bucket`` documents every pair is proposed; a larger
+    bucket (a big family of near-copies) proposes each member with the next one and with
+    the bucket's first, which keeps the bucket connected for clustering without
+    quadratic work.
+
+    Returns:
+        ``(i, j)``: ``int64`` arrays with ``i < j``, each pair once.
+    """
+    n = len(sigs)
+    if n < 2:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    keys = _band_keys(sigs, bands, rows)
+    out_i, out_j = [], []
+    for b in range(bands):
+        order = np.argsort(keys[b], kind="stable")
+        k = keys[b][order]
+        starts = np.flatnonzero(np.concatenate([[True], k[1:] != k[:-1]]))
+        sizes = np.diff(np.append(starts, n))
+        multi = sizes > 1
+        starts, sizes = starts[multi], sizes[multi]
+        small = sizes <= max_bucket
+        for size in np.unique(sizes[small]):
+            st = starts[small & (sizes == size)]
+            a, c = np.triu_indices(int(size), 1)
+            out_i.append(order[(st[:, None] + a[None, :]).ravel()])
+            out_j.append(order[(st[:, None] + c[None, :]).ravel()])
+        for st, size in zip(starts[~small], sizes[~small]):
+            members = order[st:st + size]
+            out_i += [members[:-1], np.full(size - 1, members[0])]
+            out_j += [members[1:], members[1:]]
+    if not out_i:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    i, j = np.concatenate(out_i), np.concatenate(out_j)
+    lo, hi = np.minimum(i, j).astype(np.int64), np.maximum(i, j).astype(np.int64)
+    keep = lo != hi
+    code = np.unique(lo[keep] * n + hi[keep])
+    return code // n, code % n
+
+
+def candidate_pairs(sigs: np.ndarray, threshold: float, backend: str = "rensa",
+                    seed: int = SEED) -> list[tuple[int, int, float]]:
     """Pairs ``(i, j, jaccard)`` with ``i < j`` whose estimated Jaccard is >= ``threshold``,
-    among the candidates datasketch's ``MinHashLSH`` proposes.
+    among the candidates LSH proposes: :func:`band_pairs` with :func:`band_shape`, or for
+    ``backend="datasketch"`` datasketch's ``MinHashLSH`` (its own band choice).
 
     Args:
-        sigs: ``(n, num_perm)`` signatures from :func:`signatures`.
+        sigs: ``(n, num_perm)`` signatures from :func:`sign`.
     """
+    i, j, sim = candidate_arrays(sigs, threshold, backend, seed)
+    return list(zip(i.tolist(), j.tolist(), sim.tolist()))
+
+
+def candidate_arrays(sigs: np.ndarray, threshold: float, backend: str = "rensa",
+                     seed: int = SEED, floor: float | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`candidate_pairs` as three arrays ``(i, j, jaccard)``; with ``floor``, the
+    candidates LSH proposes for ``threshold`` whose estimate is >= ``floor`` instead."""
+    n, num_perm = sigs.shape
+    if backend == "datasketch":
+        i, j = _datasketch_pairs(sigs, threshold, seed)
+    elif backend == "rensa":
+        i, j = band_pairs(sigs, *band_shape(threshold, num_perm))
+    else:
+        raise ValueError(f"unknown MinHash backend {backend!r}; choose one of {BACKENDS}")
+    sim = pair_jaccard(sigs, i, j)
+    keep = sim >= (threshold if floor is None else floor)
+    return i[keep], j[keep], sim[keep]
+
+
+def _datasketch_pairs(sigs: np.ndarray, threshold: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    from datasketch import LeanMinHash, MinHashLSH
+
     n, num_perm = sigs.shape
     if n < 2:
-        return []
-    lsh = _lsh(threshold, num_perm)
-    lean = [_lean(s, seed) for s in sigs]
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    # candidates are verified afterwards, so weigh missed pairs above false candidates
+    lsh = MinHashLSH(threshold=threshold, num_perm=num_perm, weights=(0.3, 0.7))
+    lean = [LeanMinHash(seed=seed, hashvalues=s, scheme="affine32") for s in sigs]
     with lsh.insertion_session() as session:
-        for i, m in enumerate(lean):
-            session.insert(i, m, check_duplication=False)
-    pairs = []
-    for i, m in enumerate(lean):
-        others = [j for j in lsh.query(m) if j > i]
-        if not others:
-            continue
-        sims = jaccard(sigs[i], sigs[others])
-        pairs += [(i, j, float(s)) for j, s in zip(others, sims) if s >= threshold]
-    return pairs
+        for k, m in enumerate(lean):
+            session.insert(k, m, check_duplication=False)
+    out_i, out_j = [], []
+    for k, m in enumerate(lean):
+        others = sorted(j for j in lsh.query(m) if j > k)
+        out_i += [k] * len(others)
+        out_j += others
+    return np.array(out_i, dtype=np.int64), np.array(out_j, dtype=np.int64)
 
 
 def query_pairs(queries: np.ndarray, index: np.ndarray, threshold: float,
-                chunk: int = 256) -> list[tuple[int, int, float]]:
+                chunk: int = 4096) -> list[tuple[int, int, float]]:
     """Pairs ``(query row, index row, jaccard)`` with estimated Jaccard >= ``threshold``,
     comparing every query with every index signature.
 
-    Meant for a small index (the 250 KernelBench problems): all pairs cost
-    ``len(queries) * len(index) * num_perm`` comparisons, 4.5 s per 10^5 queries
-    against 250 problems (128 permutations, one core of the 2-core CI machine), and
-    unlike LSH banding it misses nothing near the threshold.
+    Meant for a small index (the 250 KernelBench problems). Equal slots are found through
+    an inverted index of the index's ``(slot, value)`` keys (``np.searchsorted``), so
+    the work grows with the matches, not with ``len(index) * num_perm``; unlike LSH
+    banding it misses nothing near the threshold.
     """
     pairs: list[tuple[int, int, float]] = []
     if len(queries) == 0 or len(index) == 0:
         return pairs
+    m, num_perm = index.shape
+    slot = np.arange(num_perm, dtype=np.uint64) << np.uint64(32)
+    keys = (index.astype(np.uint64) | slot[None, :]).ravel()
+    order = np.argsort(keys, kind="stable")
+    keys_sorted, owner = keys[order], (order // num_perm).astype(np.int64)
     for start in range(0, len(queries), chunk):
         block = queries[start:start + chunk]
-        sims = (block[:, None, :] == index[None, :, :]).mean(axis=2)
+        q = (block.astype(np.uint64) | slot[None, :]).ravel()
+        lo = np.searchsorted(keys_sorted, q, "left")
+        hi = np.searchsorted(keys_sorted, q, "right")
+        counts = hi - lo
+        hit = np.flatnonzero(counts)
+        if not len(hit):
+            continue
+        reps = counts[hit]
+        qrow = np.repeat(hit // num_perm, reps)
+        first = np.repeat(lo[hit], reps)
+        within = np.arange(reps.sum()) - np.repeat(np.cumsum(reps) - reps, reps)
+        ref = owner[first + within]
+        equal = np.bincount(qrow * m + ref, minlength=len(block) * m).reshape(len(block), m)
+        sims = equal / num_perm
         for i, j in zip(*np.nonzero(sims >= threshold)):
             pairs.append((start + int(i), int(j), float(sims[i, j])))
     return pairs
 
 
-def components(n: int, pairs: Iterable[tuple[int, int, float]]) -> np.ndarray:
-    """Connected components (union-find, path halving) of ``n`` nodes linked by ``pairs``.
+def components(n: int, pairs: Iterable[tuple[int, int, float]] | tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """Connected components of ``n`` nodes linked by ``pairs``.
+
+    ``pairs`` is an iterable of ``(i, j, ...)`` tuples or a tuple of two index arrays.
+    Vectorized: edges hook the larger root under the smaller, then pointer jumping
+    flattens the forest, until every edge joins one root (Shiloach and Vishkin 1982).
 
     Returns:
         ``int64`` array of shape ``(n,)``: each node's component, labelled by its
         smallest member's index.
     """
-    parent = list(range(n))
-
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
-
-    for i, j, *_ in pairs:
-        a, b = find(i), find(j)
-        if a != b:
-            parent[max(a, b)] = min(a, b)
-    return np.array([find(i) for i in range(n)], dtype=np.int64)
+    if isinstance(pairs, tuple) and len(pairs) == 2 and isinstance(pairs[0], np.ndarray):
+        i, j = pairs
+    else:
+        listed = [(p[0], p[1]) for p in pairs]
+        i = np.array([p[0] for p in listed], dtype=np.int64)
+        j = np.array([p[1] for p in listed], dtype=np.int64)
+    label = np.arange(n, dtype=np.int64)
+    if len(i) == 0:
+        return label
+    while True:
+        li, lj = label[i], label[j]
+        if np.array_equal(li, lj):
+            return label
+        low = np.minimum(li, lj)
+        np.minimum.at(label, li, low)
+        np.minimum.at(label, lj, low)
+        while True:
+            nxt = label[label]
+            if np.array_equal(nxt, label):
+                break
+            label = nxt

@@ -32,7 +32,10 @@ from __future__ import annotations
 import ast
 import re
 
-from curate.dedup.normalize import Normalized
+import builtins
+
+from curate.dedup.normalize import Normalized, canonical_path
+from curate.problem import INPUTS_MARKER
 
 MAX_DEPTH = 4
 UNRESOLVED = "?"
@@ -73,6 +76,8 @@ _BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div",
            ast.MatMult: "matmul", ast.Pow: "pow", ast.FloorDiv: "floordiv", ast.Mod: "mod"}
 _NORM_SUFFIX = re.compile(r"([123]d)$")
 _FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
+_BUILTINS = frozenset(dir(builtins))
+_NESTED_IMPORT = re.compile(r"\n[ \t]+(?:from|import)[ \t]")
 
 
 def canonical_op(name: str) -> str:
@@ -103,12 +108,34 @@ def _torch_op(path: str | None) -> str | None:
 
 
 class _Program:
-    """Classes and functions of one normalized file, and the ops their code calls."""
+    """Classes and functions of one file, and the ops their code calls.
 
-    def __init__(self, norm: Normalized):
-        self.classes = {n.name: n for n in norm.tree.body if isinstance(n, ast.ClassDef)}
-        self.functions = {n.name: n for n in norm.tree.body if isinstance(n, _FUNCS)}
+    Args:
+        tree: the module, normalized (:func:`op_sequence`) or as parsed (:func:`forward_ops`).
+        aliases: import aliases to resolve in dotted names (``F`` -> ``torch.nn.functional``);
+            empty for a normalized tree, whose aliases are resolved already.
+        is_local: whether a bare called name is a local variable (a call that may run
+            anything): a renamed ``v<N>`` in a normalized tree.
+    """
+
+    def __init__(self, tree: ast.Module, aliases: dict[str, str] | None = None,
+                 is_local=None):
+        self.classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
+        self.functions = {n.name: n for n in tree.body if isinstance(n, _FUNCS)}
         self._layers: dict[str, dict[str, list[str]]] = {}
+        self.aliases = aliases or {}
+        self.is_local = is_local or (lambda name: bool(_LOCAL.match(name)))
+
+    def dotted(self, node: ast.AST) -> str | None:
+        """:func:`dotted`, with the root name's import alias resolved."""
+        path = dotted(node)
+        if path is None or not self.aliases:
+            return path
+        root, _, rest = path.partition(".")
+        if root in self.aliases:
+            path = self.aliases[root] + ("." + rest if rest else "")
+            return canonical_path(path)
+        return path
 
     # -- classes ------------------------------------------------------------------------
     def bases(self, cls: str) -> list[str]:
@@ -148,7 +175,7 @@ class _Program:
                 if isinstance(node.value, ast.Call):
                     ops = self.constructed(node.value, depth)
                 else:  # self.act = F.relu, or a module passed in: unknown
-                    op = _torch_op(dotted(node.value))
+                    op = _torch_op(self.dotted(node.value))
                     ops = [op] if op else [UNRESOLVED]
                 if ops is None:
                     continue
@@ -160,7 +187,7 @@ class _Program:
 
     def constructed(self, call: ast.Call, depth: int) -> list[str] | None:
         """Ops of the layer that ``call`` builds (``nn.Conv2d(...)`` -> ``["conv2d"]``)."""
-        path = dotted(call.func)
+        path = self.dotted(call.func)
         if path is None:
             return [UNRESOLVED]
         if path in self.classes:
@@ -198,7 +225,7 @@ class _Program:
         func = call.func
         if isinstance(func, ast.Subscript):
             return [UNRESOLVED]  # self.blocks[i](x)
-        path = dotted(func)
+        path = self.dotted(func)
         if path is not None:
             op = _torch_op(path)
             if op is not None:
@@ -206,7 +233,7 @@ class _Program:
             if path in self.functions:
                 return self.function_ops(self.functions[path], None, depth + 1) \
                     if depth < MAX_DEPTH else [UNRESOLVED]
-            if _LOCAL.match(path) and path != me:
+            if self.is_local(path) and path != me:
                 return [UNRESOLVED]  # for layer in self.layers: x = layer(x)
         if isinstance(func, ast.Attribute):
             target = func.value
@@ -238,7 +265,7 @@ class _Program:
         if isinstance(node, (*_FUNCS, ast.ClassDef, ast.Lambda)):
             return  # a nested definition computes nothing until called
         if isinstance(node, ast.Call):
-            callee = dotted(node.func) or ""
+            callee = self.dotted(node.func) or ""
             last = canonical_op(node.func.attr if isinstance(node.func, ast.Attribute)
                                 else callee.rsplit(".", 1)[-1])
             shape_call = last in _SHAPE_CALLS
@@ -298,4 +325,46 @@ def op_sequence(norm: Normalized) -> tuple[str, ...]:
     model = norm.model_class
     if model is None:
         return ()
-    return tuple(_Program(norm).forward_ops(model))
+    return tuple(_Program(norm.tree).forward_ops(model))
+
+
+def forward_ops(code: str) -> tuple[str, ...]:
+    """:func:`op_sequence` of ``code`` read from its parse tree without the normalization
+    (no renaming, no unparsing: about 4x faster): import aliases are resolved while
+    reading dotted names, and a called bare name that the file neither defines nor
+    imports, and that is no builtin, is a local (a call that may run anything).
+
+    Raises:
+        SyntaxError, ValueError: ``code`` does not parse.
+    """
+    body = code.split(INPUTS_MARKER, 1)[0]
+    tree = ast.parse(body)
+    if not any(isinstance(n, ast.ClassDef) and n.name == "Model" for n in tree.body):
+        return ()
+    aliases: dict[str, str] = {}
+    known = set(_BUILTINS)
+    # names the module binds: its definitions, imports and assignments, also inside
+    # module-level if/try/with blocks (not inside functions and classes); imports
+    # anywhere (normalization resolves those too)
+    stack = list(tree.body)
+    if _NESTED_IMPORT.search(body):
+        stack += [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                aliases[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom):
+            for a in node.names:
+                if a.name != "*" and node.module and not node.level:
+                    aliases[a.asname or a.name] = canonical_path(f"{node.module}.{a.name}")
+                known.add(a.asname or a.name)
+        elif isinstance(node, (ast.ClassDef, *_FUNCS)):
+            known.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            known.add(node.id)
+        elif not isinstance(node, ast.Lambda):
+            stack.extend(ast.iter_child_nodes(node))
+    known |= set(aliases)
+    program = _Program(tree, aliases, lambda name: "." not in name and name not in known)
+    return tuple(program.forward_ops("Model"))
