@@ -25,6 +25,7 @@ import libcst as cst
 
 from curate.mine import default_cache
 from curate.mine.closure import ClosureError, Resolver, module_name
+from curate.mine.deps import dependency_roots
 from curate.mine.index import index_source
 from curate.mine.sources import SourceUnavailable, load_manifest, resolve
 from curate.mine.synthesize import synthesize_task
@@ -79,7 +80,8 @@ def candidates(entry: dict) -> tuple[object, Resolver, list[tuple[str, str]]]:
                 indexes[mod] = index_source(path.read_text(errors="replace"), mod, is_pkg)
             except Exception:
                 indexes[mod] = None
-    resolver = Resolver(source.root, {m: i for m, i in indexes.items() if i is not None}, source.importable)
+    resolver = Resolver(source.root, {m: i for m, i in indexes.items() if i is not None}, source.importable,
+                        dependency_roots(entry, default_cache()))
     found = [(mod, cls) for mod in included if indexes.get(mod) is not None
              for cls in indexes[mod].classes if resolver.is_module_class(mod, cls)]
     return source, resolver, sorted(found)

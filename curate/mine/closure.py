@@ -34,6 +34,7 @@ import sys
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Sequence
 
 import libcst as cst
 from libcst.metadata import GlobalScope, MetadataWrapper, ScopeProvider
@@ -81,10 +82,15 @@ class Resolver:
         root: source root (paths below it map to dotted modules: ``a/b.py`` -> ``a.b``).
         indexes: already-built indexes by module; others are built on demand.
         importable: top-level packages available at run time besides :data:`RUNTIME_MODULES`.
+        dependencies: ``(root, label)`` of other packages' sources whose code may be copied
+            too (``timm`` code used by ``torchgeo``); ``label`` (name, version, licence) is
+            written into the problem as provenance.
     """
 
-    def __init__(self, root: Path, indexes: dict[str, FileIndex], importable: frozenset[str] = frozenset()):
+    def __init__(self, root: Path, indexes: dict[str, FileIndex], importable: frozenset[str] = frozenset(),
+                 dependencies: Sequence[tuple[Path, str]] = ()):
         self.root = root
+        self.dependencies = list(dependencies)
         self.indexes = dict(indexes)
         self.runtime = RUNTIME_MODULES | importable
         self._module_cache: dict[tuple[str, str], bool] = {}
@@ -95,11 +101,21 @@ class Resolver:
         """The source file of ``module``, or its stand-in when the source lacks it."""
         if module.startswith(_SHIM):
             return shims.path(module[len(_SHIM):])
-        base = self.root.joinpath(*module.split("."))
-        for p in (base.with_suffix(".py"), base / "__init__.py"):
-            if p.is_file():
-                return p
-        return shims.path(module) if shims.path(module) is not None else None
+        for root in [self.root] + [r for r, _ in self.dependencies]:
+            base = root.joinpath(*module.split("."))
+            for p in (base.with_suffix(".py"), base / "__init__.py"):
+                if p.is_file():
+                    return p
+        return shims.path(module)
+
+    def provenance(self, module: str) -> str | None:
+        """The label of the dependency ``module`` comes from, None for the source itself."""
+        if module.startswith((_SHIM, _NS)):
+            return None
+        path = self.module_path(module)
+        if path is None or path.is_relative_to(self.root):
+            return None
+        return next((label for root, label in self.dependencies if path.is_relative_to(root)), None)
 
     def load(self, module: str) -> FileIndex | None:
         if module in self.indexes:
@@ -313,8 +329,8 @@ class Resolver:
             reads, attrs = _global_reads(stmt.code)
             for used in sorted(reads):
                 self._need_name(module, used, st, via=name0)
-            for root, attr in sorted(attrs):
-                self._need_attr(module, root, attr, st, via=name0)
+            for chain in sorted(attrs):
+                self._need_attr(module, chain, st, via=name0)
         return st.names[ent]
 
     def _need_name(self, module: str, used: str, st: _State, via: str) -> None:
@@ -335,30 +351,45 @@ class Resolver:
         if dep is not None and dep != module:
             st.file_deps.setdefault(module, set()).add(dep)
 
-    def _need_attr(self, module: str, root: str, attr: str, st: _State, via: str) -> None:
-        """``root.attr`` where ``root`` aliases a module of the source: copy ``attr``."""
-        ent = st.refs.get(module, {}).get(root)
-        if ent is None or ent[0] != "<module>":
-            return
-        target = ent[1]
-        if self.module_path(f"{target}.{attr}") is not None:
-            raise ClosureError("unsupported_import", f"module alias {target}.{attr} used by {via}")
-        fields = st.namespaces[ent]
-        if attr in fields:
-            return
-        got = self.locate(_SHIM + target if self._shim_has(target, attr) else target, attr)
-        if got is None:
-            st.unresolved.add(f"{target}.{attr}")
-            return
-        fields[attr] = got
-        self._materialize(got, attr, st, via)
-        if got[0] not in _IMPORTS:
-            st.file_deps.setdefault(_NS + target, set()).add(got[0])
+    def _need_attr(self, module: str, chain: tuple[str, ...], st: _State, via: str) -> None:
+        """``root.a.b`` where ``root`` aliases a module of the source: copy what the chain
+        reaches, binding each module on the way to a namespace (``packaging.version.parse``)."""
+        ent = st.refs.get(module, {}).get(chain[0])
+        for attr in chain[1:]:
+            if ent is None or ent[0] != "<module>":
+                return
+            target = ent[1]
+            fields = st.namespaces[ent]
+            got = fields.get(attr)
+            if got is None:
+                sub = f"{target}.{attr}"
+                if not self._shim_has(target, attr) and self.module_path(sub) is not None:
+                    got = ("<module>", sub)
+                else:
+                    got = self.locate(_SHIM + target if self._shim_has(target, attr) else target, attr)
+                if got is None:
+                    st.unresolved.add(f"{target}.{attr}")
+                    return
+                fields[attr] = got
+                self._materialize(got, attr, st, via)
+                dep = _NS + got[1] if got[0] == "<module>" else (None if got[0] in _IMPORTS else got[0])
+                if dep is not None:
+                    st.file_deps.setdefault(_NS + target, set()).add(dep)
+            ent = got
 
     # -- output ----------------------------------------------------------------------
     def _emit(self, st: _State, class_name: str) -> Closure:
         order = _topo(st.file_deps, st.first_seen)
-        parts = ["from __future__ import annotations", "", "import torch"]
+        parts = ["from __future__ import annotations", ""]
+        copied: dict[str, list[str]] = {}
+        for mod in order:
+            label = self.provenance(mod) if st.stmts.get(mod) else None
+            if label:
+                copied.setdefault(label, []).append(mod)
+        for label, mods in copied.items():
+            parts.append(f"# includes code from {label}: {', '.join(mods)}")
+        parts += [""] if copied else []
+        parts += ["import torch"]
         parts += sorted(set(st.imports.values()) - {"import torch"})
         types_name = st.names.get(("<import>", "types"), "types")
         for mod in order:
@@ -443,9 +474,10 @@ def _topo(deps: dict[str, set[str]], first_seen: dict[str, int]) -> list[str]:
 
 
 @lru_cache(maxsize=65536)
-def _global_reads(code: str) -> tuple[frozenset[str], frozenset[tuple[str, str]]]:
-    """Global names a top-level statement reads (annotations excluded) and its ``name.attr``
-    reads of such names. Falls back to every name on a statement ``symtable`` refuses."""
+def _global_reads(code: str) -> tuple[frozenset[str], frozenset[tuple[str, ...]]]:
+    """Global names a top-level statement reads (annotations excluded) and its attribute
+    chains on such names (``("np", "random", "rand")``). Falls back to every name on a
+    statement ``symtable`` refuses."""
     try:
         top = symtable.symtable("from __future__ import annotations\n" + code, "<stmt>", "exec")
     except (SyntaxError, ValueError):
@@ -468,8 +500,13 @@ def _global_reads(code: str) -> tuple[frozenset[str], frozenset[tuple[str, str]]
     attrs = set()
     try:
         for n in ast.walk(ast.parse(code)):
-            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id in reads:
-                attrs.add((n.value.id, n.attr))
+            if isinstance(n, ast.Attribute):
+                chain, node = [], n
+                while isinstance(node, ast.Attribute):
+                    chain.append(node.attr)
+                    node = node.value
+                if isinstance(node, ast.Name) and node.id in reads:
+                    attrs.add((node.id, *reversed(chain)))
     except SyntaxError:
         pass
     return frozenset(reads), frozenset(attrs)
@@ -498,24 +535,28 @@ def rename_globals(code: str, mapping: dict[str, str]) -> str:
     """``code`` with the module-level names in ``mapping`` renamed where they are defined and
     wherever they are read as globals (a local or attribute of the same name is untouched)."""
     wrapper = MetadataWrapper(cst.parse_module(code))
-    scopes = wrapper.resolve(ScopeProvider)
-    glob = next((s for s in scopes.values() if isinstance(s, GlobalScope)), None)
-    if glob is None:
-        return code
+    scopes = set(wrapper.resolve(ScopeProvider).values())
     targets: set[cst.CSTNode] = set()
-    for name in mapping:
-        for access in glob.accesses[name]:
-            if isinstance(access.node, cst.Name):
-                targets.add(access.node)
-        for assignment in glob.assignments[name]:
-            node = getattr(assignment, "node", None)
-            if isinstance(node, (cst.ClassDef, cst.FunctionDef)):
-                targets.add(node.name)
-            elif isinstance(node, cst.Name):
+    for scope in scopes:
+        if scope is None:
+            continue
+        for access in scope.accesses:
+            node = access.node
+            if not isinstance(node, cst.Name) or node.value not in mapping:
+                continue
+            # a read of a global: unresolved in the statement (defined elsewhere) or bound at its top
+            if all(isinstance(a.scope, GlobalScope) for a in access.referents):
                 targets.add(node)
-            elif node is not None:  # an assignment target: find the Name inside it
-                for sub in _names_within(node, name):
-                    targets.add(sub)
+        if isinstance(scope, GlobalScope):
+            for name in mapping:
+                for assignment in scope.assignments[name]:
+                    node = getattr(assignment, "node", None)
+                    if isinstance(node, (cst.ClassDef, cst.FunctionDef)):
+                        targets.add(node.name)
+                    elif isinstance(node, cst.Name):
+                        targets.add(node)
+                    elif node is not None:  # an assignment target: find the Name inside it
+                        targets.update(_names_within(node, name))
     return wrapper.module.visit(_Renamer(targets, mapping)).code
 
 
