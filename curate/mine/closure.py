@@ -47,7 +47,8 @@ RESERVED = {"Model", "get_inputs", "get_init_inputs"}
 _BUILTINS = set(dir(builtins)) | {"__file__", "__name__", "__doc__", "__class__", "__spec__", "__builtins__"}
 _SHIM = "<shim>"  # prefix of the pseudo-module a stand-in is indexed under
 _NS = "<ns>"  # prefix of a namespace's node in the emission order
-_IMPORTS = ("<import>", "<from>", "<module>")
+_MISSING = "<miss>"  # prefix of a placeholder's node in the emission order
+_IMPORTS = ("<import>", "<from>", "<module>", "<missing>")
 
 # An entity is what a name denotes: (module, name) for a definition in the source or a shim,
 # ("<import>", "a.b") and ("<from>", "a:b") for run-time `import a.b` / `from a import b`,
@@ -110,7 +111,7 @@ class Resolver:
 
     def provenance(self, module: str) -> str | None:
         """The label of the dependency ``module`` comes from, None for the source itself."""
-        if module.startswith((_SHIM, _NS)):
+        if module.startswith((_SHIM, _NS, _MISSING)):
             return None
         path = self.module_path(module)
         if path is None or path.is_relative_to(self.root):
@@ -195,8 +196,8 @@ class Resolver:
     def locate(self, module: str, name: str, _depth: int = 0) -> Entity | None:
         """The entity ``name`` denotes at the top of ``module`` (None: not found there).
 
-        Raises:
-            ClosureError: ``import_missing`` for an import of a module absent at run time.
+        An import of a module absent at run time denotes ``("<missing>", module)``: the
+        closure binds it to a placeholder that raises ``ImportError`` when used.
         """
         idx = self.load(module)
         if idx is None or _depth > 30:
@@ -221,27 +222,31 @@ class Resolver:
                 return ("<import>", absmod)
             if self.module_path(absmod) is not None:
                 return ("<module>", absmod)
-            raise ClosureError("import_missing", absmod)
+            return ("<missing>", absmod)
         if self._shim_has(absmod, b.attr):
             return self.locate(_SHIM + absmod, b.attr, depth + 1)
         sub = f"{absmod}.{b.attr}"
         if self.is_runtime(absmod):
             return ("<from>", f"{absmod}:{b.attr}")
+        # `from pkg import name`: what pkg/__init__ binds wins over a submodule of that name
+        pkg = self.load(absmod)
+        ent = self.locate(absmod, b.attr, depth + 1) if pkg is not None else None
+        if ent is not None:
+            return ent
         if self.module_path(sub) is not None:
             return ("<module>", sub)
-        if self.load(absmod) is None:
-            raise ClosureError("import_missing", absmod)
-        return self.locate(absmod, b.attr, depth + 1)
+        if pkg is None:
+            return ("<missing>", sub)
+        return None
 
     # -- closure -------------------------------------------------------------------
     def closure(self, module: str, class_name: str) -> Closure:
         """Self-contained source for ``class_name`` of ``module``.
 
         Raises:
-            ClosureError: reasons ``import_missing`` (a module absent at run time, detail
-                ``<module> (needed for <name>)``), ``unsupported_import`` (a module alias
-                to a sub-package), ``name_conflict`` (the class is named like a KernelBench
-                entry point).
+            ClosureError: reasons ``unsupported_import`` (a module alias to a sub-package),
+                ``name_conflict`` (the class is named like a KernelBench entry point),
+                ``not_found``.
         """
         if class_name in RESERVED:
             raise ClosureError("name_conflict", f"class is named {class_name}")
@@ -291,7 +296,8 @@ class Resolver:
         return out
 
     def _materialize(self, ent: Entity, want: str, st: _State, via: str) -> str:
-        """Make ``ent`` part of the closure; return the name it has there."""
+        """Make ``ent`` part of the closure; return the name it has there. ``st`` is updated
+        in place (a nested import tried on a copy is merged back into it)."""
         if ent in st.names:
             return st.names[ent]
         kind, target = ent
@@ -304,6 +310,14 @@ class Resolver:
             mod, attr = target.split(":")
             st.imports[name] = f"from {mod} import {attr}" + ("" if attr == name else f" as {name}")
             return name
+        if kind == "<missing>":
+            name = st.claim(ent, want)
+            maker = self._materialize((_SHIM + "curate.unavailable", "unavailable"), "unavailable", st, via)
+            st.first_seen.setdefault(_SHIM + "curate.unavailable", len(st.first_seen))
+            st.missing[name] = f"{name} = {maker}({target!r})"
+            st.first_seen.setdefault(_MISSING + name, len(st.first_seen))
+            st.file_deps.setdefault(_MISSING + name, set()).add(_SHIM + "curate.unavailable")
+            return name
         if kind == "<module>":
             name = st.claim(ent, want)
             st.namespaces[ent] = {}
@@ -315,6 +329,10 @@ class Resolver:
         st.first_seen.setdefault(module, len(st.first_seen))
         defining = [i for i, s in enumerate(idx.stmts) if name0 in s.defines]
         new_stmts = [i for i in defining if i not in st.stmts.get(module, set())]
+        twin = self._twin(module, name0, defining, want, st)
+        if twin is not None:  # the same definition copied from another file: share it
+            st.names[ent] = st.names[twin]
+            return st.names[ent]
         # claim every name the copied statements define, so later readers find them
         for i in new_stmts:
             for d in idx.stmts[i].defines:
@@ -331,7 +349,72 @@ class Resolver:
                 self._need_name(module, used, st, via=name0)
             for chain in sorted(attrs):
                 self._need_attr(module, chain, st, via=name0)
+            if "import" in stmt.code:
+                got = self._nested_imports(module, i, st, via=name0)
+                if got is not st:
+                    st.__dict__.update(got.__dict__)
         return st.names[ent]
+
+    def _nested_imports(self, module: str, i: int, st: _State, via: str) -> _State:
+        """Imports inside a copied statement (a ``try: from .fast_norm import ...`` block, an
+        import in a method) cannot stay relative or point into the source: each becomes an
+        assignment from the copied definition, or ``raise ImportError`` where the definition
+        cannot be copied (so a ``try``/``except ImportError`` takes its fallback). Imports of
+        run-time modules are kept, made absolute."""
+        idx = self.load(module)
+        edits = []
+        for node in _import_nodes(idx.stmts[i].code):
+            if isinstance(node, ast.Import):
+                continue  # `import x` keeps its meaning (run-time module, or ImportError)
+            lines = []
+            for alias in node.names:
+                if alias.name == "*":
+                    lines = None
+                    break
+                local = alias.asname or alias.name
+                b = Binding(node.module or "", alias.name, node.level)
+                absmod = idx.resolve_module(b)
+                if self.is_runtime(absmod):
+                    lines.append(f"from {absmod} import {alias.name}" + ("" if local == alias.name else f" as {local}"))
+                    continue
+                try:
+                    ent = self._locate_import(idx, b, 0)
+                    if ent is None or ent[0] in ("<module>", "<missing>"):
+                        raise ClosureError("import_missing", f"{absmod}.{alias.name}")
+                    trial = copy.deepcopy(st)
+                    self._materialize(ent, alias.name, trial, via)
+                    st = trial
+                    ref = f"__curate_ref_{len(st.refmarks)}__"
+                    st.refmarks[ref] = ent
+                    lines.append(f"{local} = {ref}")
+                except (ClosureError, RecursionError):
+                    lines.append(f"raise ImportError({absmod + '.' + alias.name!r} + ' is not part of the problem')")
+                    break
+            if lines is not None:
+                edits.append((node.lineno, node.col_offset, node.end_lineno, node.end_col_offset, lines))
+        if edits:
+            st.edits[(module, i)] = edits
+        return st
+
+    def _twin(self, module: str, name: str, defining: list[int], want: str, st: _State) -> Entity | None:
+        """The entity already holding ``want`` when it is defined by the same single statement
+        text, reading the same things (every file's ``logger = logging.get_logger(__name__)``,
+        helpers transformers copies between model files); else None."""
+        other = st.taken.get(want)
+        if other is None or other[0] in _IMPORTS or other[0] == module or len(defining) != 1:
+            return None
+        oidx = self.load(other[0])
+        odef = [i for i, s in enumerate(oidx.stmts) if other[1] in s.defines] if oidx else []
+        code = self.load(module).stmts[defining[0]].code
+        if len(odef) != 1 or oidx.stmts[odef[0]].code != code or other[1] != name:
+            return None
+        reads, _ = _global_reads(code)
+        try:
+            if any(self.locate(module, r) != self.locate(other[0], r) for r in reads if r != name):
+                return None
+        except ClosureError:
+            return None
+        return other
 
     def _need_name(self, module: str, used: str, st: _State, via: str) -> None:
         refs = st.refs.setdefault(module, {})
@@ -347,7 +430,7 @@ class Resolver:
             return
         refs[used] = ent
         self._materialize(ent, used, st, via)
-        dep = _NS + ent[1] if ent[0] == "<module>" else (None if ent[0] in _IMPORTS else ent[0])
+        dep = _dep_node(ent, st)
         if dep is not None and dep != module:
             st.file_deps.setdefault(module, set()).add(dep)
 
@@ -363,16 +446,15 @@ class Resolver:
             got = fields.get(attr)
             if got is None:
                 sub = f"{target}.{attr}"
-                if not self._shim_has(target, attr) and self.module_path(sub) is not None:
+                got = self.locate(_SHIM + target if self._shim_has(target, attr) else target, attr)
+                if got is None and self.module_path(sub) is not None:
                     got = ("<module>", sub)
-                else:
-                    got = self.locate(_SHIM + target if self._shim_has(target, attr) else target, attr)
                 if got is None:
                     st.unresolved.add(f"{target}.{attr}")
                     return
                 fields[attr] = got
                 self._materialize(got, attr, st, via)
-                dep = _NS + got[1] if got[0] == "<module>" else (None if got[0] in _IMPORTS else got[0])
+                dep = _dep_node(got, st)
                 if dep is not None:
                     st.file_deps.setdefault(_NS + target, set()).add(dep)
             ent = got
@@ -393,6 +475,9 @@ class Resolver:
         parts += sorted(set(st.imports.values()) - {"import torch"})
         types_name = st.names.get(("<import>", "types"), "types")
         for mod in order:
+            if mod.startswith(_MISSING):
+                parts += ["", st.missing[mod[len(_MISSING):]]]
+                continue
             if mod.startswith(_NS):
                 ent = ("<module>", mod[len(_NS):])
                 values = ", ".join(f"{a}={st.names[f]}" for a, f in sorted(st.namespaces[ent].items()))
@@ -407,10 +492,16 @@ class Resolver:
             renames = st.renames_for(mod)
             idx = self.indexes[mod]
             for i in chosen:
-                code = idx.stmts[i].code.strip("\n")
+                code = idx.stmts[i].code
+                if (mod, i) in st.edits:
+                    code = _apply_edits(code, st.edits[(mod, i)])
+                code = code.strip("\n")
                 local = {k: v for k, v in renames.items() if k in code}
-                parts += ["", "", rename_globals(code, local) if local else code]
-        files = [m for m in order if not m.startswith((_SHIM, _NS))]
+                code = rename_globals(code, local) if local else code
+                for ref in re.findall(r"__curate_ref_\d+__", code):
+                    code = code.replace(ref, st.names[st.refmarks[ref]])
+                parts += ["", "", code]
+        files = [m for m in order if not m.startswith((_SHIM, _NS, _MISSING))]
         return Closure("\n".join(parts).rstrip() + "\n", class_name, files, sorted(st.unresolved))
 
 
@@ -425,6 +516,9 @@ class _State:
     file_deps: dict = field(default_factory=dict)
     first_seen: dict = field(default_factory=dict)
     unresolved: set = field(default_factory=set)
+    edits: dict = field(default_factory=dict)  # (module, stmt) -> nested import rewrites
+    missing: dict = field(default_factory=dict)  # emitted name -> placeholder line
+    refmarks: dict = field(default_factory=dict)  # placeholder -> entity, filled in after renaming
 
     def claim(self, ent: Entity, want: str) -> str:
         """Give ``ent`` the name ``want``, or ``want_2``, ... when taken (builtins avoided
@@ -448,6 +542,15 @@ class _State:
             if ent[0] == module and ent[1] != name:
                 out[ent[1]] = name
         return out
+
+
+def _dep_node(ent: Entity, st: _State) -> str | None:
+    """The emission-order node that defines ``ent`` (None for an import line)."""
+    if ent[0] == "<module>":
+        return _NS + ent[1]
+    if ent[0] == "<missing>":
+        return _MISSING + st.names[ent]
+    return None if ent[0] in _IMPORTS else ent[0]
 
 
 def _common_prefix(a: str, b: str) -> int:
@@ -512,6 +615,24 @@ def _global_reads(code: str) -> tuple[frozenset[str], frozenset[tuple[str, ...]]
     return frozenset(reads), frozenset(attrs)
 
 
+def _import_nodes(code: str) -> list[ast.Import | ast.ImportFrom]:
+    try:
+        return [n for n in ast.walk(ast.parse(code)) if isinstance(n, (ast.Import, ast.ImportFrom))]
+    except SyntaxError:
+        return []
+
+
+def _apply_edits(code: str, edits: list) -> str:
+    """Replace import statements (by ast position) with lines at the same indentation."""
+    lines = code.splitlines(keepends=True)
+    for lineno, col, end_lineno, end_col, new in sorted(edits, reverse=True):
+        indent = " " * col
+        first, last = lines[lineno - 1], lines[end_lineno - 1]
+        text = first[:col] + ("\n" + indent).join(new) + last[end_col:]
+        lines[lineno - 1:end_lineno] = [text]
+    return "".join(lines)
+
+
 def _parses(code: str) -> bool:
     try:
         ast.parse(code)
@@ -521,9 +642,19 @@ def _parses(code: str) -> bool:
 
 
 class _Renamer(cst.CSTTransformer):
-    def __init__(self, targets: set[cst.CSTNode], mapping: dict[str, str]):
+    def __init__(self, targets: set[cst.CSTNode], mapping: dict[str, str], aliases: set[cst.ImportAlias]):
         self.targets = targets
         self.mapping = mapping
+        self.aliases = aliases
+
+    def visit_ImportAlias(self, node: cst.ImportAlias) -> bool:
+        return False  # imported names are module attributes, not globals
+
+    def leave_ImportAlias(self, original: cst.ImportAlias, updated: cst.ImportAlias) -> cst.ImportAlias:
+        if original not in self.aliases:
+            return updated
+        local = original.evaluated_alias or original.evaluated_name.split(".")[0]
+        return updated.with_changes(asname=cst.AsName(name=cst.Name(self.mapping[local])))
 
     def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.Name:
         if original in self.targets:
@@ -534,9 +665,16 @@ class _Renamer(cst.CSTTransformer):
 def rename_globals(code: str, mapping: dict[str, str]) -> str:
     """``code`` with the module-level names in ``mapping`` renamed where they are defined and
     wherever they are read as globals (a local or attribute of the same name is untouched)."""
+    return _rename_globals(code, tuple(sorted(mapping.items())))
+
+
+@lru_cache(maxsize=4096)
+def _rename_globals(code: str, items: tuple[tuple[str, str], ...]) -> str:
+    mapping = dict(items)
     wrapper = MetadataWrapper(cst.parse_module(code))
     scopes = set(wrapper.resolve(ScopeProvider).values())
     targets: set[cst.CSTNode] = set()
+    aliases: set[cst.ImportAlias] = set()
     for scope in scopes:
         if scope is None:
             continue
@@ -553,11 +691,14 @@ def rename_globals(code: str, mapping: dict[str, str]) -> str:
                     node = getattr(assignment, "node", None)
                     if isinstance(node, (cst.ClassDef, cst.FunctionDef)):
                         targets.add(node.name)
+                    elif isinstance(node, (cst.Import, cst.ImportFrom)):  # bind under the new name
+                        aliases.update(a for a in node.names if isinstance(a, cst.ImportAlias)
+                                       and (a.evaluated_alias or a.evaluated_name.split(".")[0]) == name)
                     elif isinstance(node, cst.Name):
                         targets.add(node)
                     elif node is not None:  # an assignment target: find the Name inside it
                         targets.update(_names_within(node, name))
-    return wrapper.module.visit(_Renamer(targets, mapping)).code
+    return wrapper.module.visit(_Renamer(targets, mapping, aliases)).code
 
 
 def _names_within(node: cst.CSTNode, name: str) -> list[cst.Name]:

@@ -19,10 +19,13 @@ Only torch and the standard library are imported.
 
 from __future__ import annotations
 
+import ast
 import inspect
 import math
 import re
+import textwrap
 import time
+import traceback
 from typing import Any
 
 import torch
@@ -54,14 +57,30 @@ _DATA_FILE = re.compile(r"FileNotFoundError|No such file or directory|IsADirecto
 class SynthesisError(Exception):
     """No runnable constructor arguments or inputs were found. ``reason`` is a short category."""
 
-    def __init__(self, reason: str, detail: str = ""):
+    def __init__(self, reason: str, detail: str = "", line: str = ""):
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail
+        self.line = line
+
+
+MINED_FILE = "<curate_mined>"  # the file name the closure is compiled under
+
+
+def blame(exc: BaseException) -> str:
+    """The source line of the mined code where ``exc`` was raised (innermost mined frame):
+    the constructor parameters it mentions are the ones to change first."""
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if frame.filename == MINED_FILE:
+            return frame.line or ""
+    return ""
 
 
 def _classify(msg: str, default: str) -> str:
-    """A reject reason for an error message: ``needs_network``, ``needs_data_files`` or ``default``."""
+    """A reject reason for an error message: ``import_missing``, ``needs_network``,
+    ``needs_data_files`` or ``default``."""
+    if re.search(r"is not available to this problem|^ModuleNotFoundError|No module named", msg):
+        return "import_missing"
     if _NETWORK.search(msg):
         return "needs_network"
     if _DATA_FILE.search(msg):
@@ -107,6 +126,8 @@ class ConstructorSearch:
         self.cls = cls
         self.ns = ns
         self.params = _init_signature(cls)
+        self.var_kw = _takes_var_kw(cls)
+        self.attr_params = _attr_params(cls, {n for n, _ in self.params})
         self.choices: dict[str, list[Any]] = {}
         first: dict[str, Any] = {}
         for n, p in self.params:
@@ -144,9 +165,10 @@ class ConstructorSearch:
                 raise SynthesisError("abstract", f"NotImplementedError: {exc}")
             except (Exception, SystemExit) as exc:  # mined code may call sys.exit
                 self.last = f"{type(exc).__name__}: {exc}"
-                if _NETWORK.search(self.last):
-                    raise SynthesisError("needs_network", self.last)
-                self.queue[:0] = self._repairs(attempt, self.last)
+                reason = _classify(self.last, "")
+                if reason:
+                    raise SynthesisError(reason, self.last)
+                self.queue[:0] = self._repairs(attempt, self.last, blame(exc))
         return None
 
     def _choices(self, name: str, value: Any) -> list[Any]:
@@ -156,7 +178,16 @@ class ConstructorSearch:
             listed = guess(name, p, self.cls, self.ns) if p is not None else []
         return [v for v in listed + alternatives(value, name) if v is not value and v != value][:10]
 
-    def _repairs(self, kwargs: dict[str, Any], msg: str) -> list[dict[str, Any]]:
+    def _blamed(self, kwargs: dict[str, Any], msg: str, line: str) -> list[str]:
+        """Parameters named in the error message or on the failing line, or feeding a
+        ``self.attr`` the line reads; given ones first."""
+        text = f"{msg}\n{line}"
+        names = [n for n, _ in self.params if re.search(rf"\b{re.escape(n)}\b", text)]
+        for attr in re.findall(r"self\.(\w+)", line):
+            names += [n for n in self.attr_params.get(attr, ()) if n not in names]
+        return [n for n in names if n in kwargs] + [n for n in names if n not in kwargs]
+
+    def _repairs(self, kwargs: dict[str, Any], msg: str, line: str = "") -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
         m = re.search(r"'(\w+)' object has no attribute '(\w+)'", msg)
         if m:  # a configuration lacks an attribute the module reads: give it one
@@ -168,33 +199,70 @@ class ConstructorSearch:
                         if not isinstance(g, (Expr, ConfigArg)):
                             out.append({**kwargs, n: v.with_value(attr, g)})
         m = re.search(r"missing \d+ required (?:positional|keyword-only) arguments?: (.*)", msg)
-        if m and "__init__()" in msg:
-            return out
-        names = list(kwargs)
-        blamed = [n for n in names if re.search(rf"\b{re.escape(n)}\b", msg)]
+        if m and self.var_kw:  # a layer built from this class's **kwargs needs more of them
+            missing = re.findall(r"'(\w+)'", m.group(1))
+            extra = {}
+            for n in missing:
+                extra[n] = guess(n, inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY), self.cls, self.ns)[0]
+            out.append({**kwargs, **extra})
+        blamed = self._blamed(kwargs, msg, line)
+        wants_list = re.search(r"'(int|float)' object is not (subscriptable|iterable)|object of type '(int|float)' "
+                               r"has no len\(\)|must be tuple of ints|not iterable", msg)
+        for n in blamed:
+            p = dict(self.params)[n]
+            if n not in kwargs:
+                out += [{**kwargs, n: g} for g in guess(n, p, self.cls, self.ns)[:3]]
+            elif wants_list and isinstance(kwargs[n], int) and not isinstance(kwargs[n], bool):
+                v = kwargs[n]
+                out += [{**kwargs, n: alt} for alt in ([v, v], [v, 2 * v, 4 * v, 8 * v], (v, v), [2, 2, 2, 2])]
         if "divisible" in msg or "multiple" in msg:
             out.append({k: (v if not isinstance(v, int) or isinstance(v, bool) else (C if v != C else 8))
                         for k, v in kwargs.items()})
-        for n in blamed + [n for n in names if n not in blamed]:
+        names = list(kwargs)
+        for n in [n for n in blamed if n in kwargs] + [n for n in names if n not in blamed]:
             for alt in self._choices(n, kwargs[n]):
                 out.append({**kwargs, n: alt})
         return out
 
-    def feedback(self, kwargs: dict[str, Any], msg: str) -> int:
+    def feedback(self, kwargs: dict[str, Any], msg: str, line: str = "") -> int:
         """Queue guesses suggested by a forward error; return how many were queued."""
         new = []
         m = re.search(r"'(\w+)' object has no attribute '(\w+)'", msg)
         if m and any(isinstance(v, ConfigArg) and v.cls_name == m.group(1) for v in kwargs.values()):
             new += self._repairs(kwargs, msg)[:4]
-        for n, p in self.params:
-            if not re.search(rf"\b{re.escape(n)}\b", msg):
-                continue
+        for n in self._blamed(kwargs, msg, line):
+            p = dict(self.params)[n]
             if n not in kwargs:
                 new += [{**kwargs, n: g} for g in guess(n, p, self.cls, self.ns)[:2]]
             else:
                 new += [{**kwargs, n: alt} for alt in self._choices(n, kwargs[n])[:4]]
         self.queue[:0] = new
         return len(new)
+
+
+def _attr_params(cls: type, params: set[str]) -> dict[str, list[str]]:
+    """``self.attr = <expr>`` in ``cls.__init__``: the parameters each attribute is built from."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls.__init__)))
+    except (OSError, TypeError, SyntaxError):
+        return {}
+    out: dict[str, list[str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            used = [n.id for n in ast.walk(node.value) if isinstance(n, ast.Name) and n.id in params]
+            for t in targets:
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                    out.setdefault(t.attr, []).extend(u for u in used if u not in out.get(t.attr, []))
+    return out
+
+
+def _takes_var_kw(cls: type) -> bool:
+    init = cls.__init__
+    try:
+        return any(p.kind == p.VAR_KEYWORD for p in inspect.signature(init).parameters.values())
+    except (TypeError, ValueError):
+        return False
 
 
 # --------------------------------------------------------------------------- inputs
@@ -445,6 +513,27 @@ def _repair_specs(specs: list[dict], msg: str, module: nn.Module) -> list[list[d
                 high = next((m.num_embeddings for m in module.modules() if isinstance(m, nn.Embedding)), 10)
                 new[i] = {"kind": "index", "shape": list(shape), "high": high, "dtype": "int64"}
                 out.append(new)
+    if re.search(r"Kernel size can't be greater than actual input size|Output size is too small|"
+                 r"input image is smaller than kernel|Padding size should be less than|"
+                 r"should be less than or equal to two times the input dimension|too small", msg):
+        new = []
+        for s in specs:
+            shape = list(s.get("shape", []))
+            if s["kind"] == "tensor" and len(shape) in (3, 4, 5) and max(shape[2:]) < 384:
+                size = next(v for v in (64, 128, 224, 299, 384) if v > max(shape[2:]))
+                shape[2:] = [size] * len(shape[2:])
+                if size >= 224 or math.prod(shape) * 4 > MAX_INPUT_BYTES:
+                    shape[0] = 2  # large images: a smaller batch keeps the problem's memory in bounds
+            new.append({**s, "shape": shape} if "shape" in s else s)
+        out.append(new)
+    if re.search(r"target", msg, re.I) and re.search(r"Long|Int\b|integer|class indices", msg) and len(tensors) >= 2:
+        x = specs[tensors[0]]["shape"]
+        if len(x) >= 2:
+            t = {"kind": "index", "shape": [x[0]] + x[2:], "high": x[1], "dtype": "int64"}
+            out.append([t if i == tensors[1] else s for i, s in enumerate(specs)])
+    if re.search(r"Expected floating point type for target|target.*float|Float.*target", msg) and len(tensors) >= 2:
+        x = specs[tensors[0]]
+        out.append([{**x} if i == tensors[1] else s for i, s in enumerate(specs)])
     if "Expected more than 1 value per channel" in msg:
         out.append([{**s, "shape": [B] + s["shape"][1:] + ([4, 4] if len(s["shape"]) == 2 else [])}
                     if s["kind"] == "tensor" else s for s in specs])
@@ -489,7 +578,7 @@ def find_inputs(module: nn.Module, kwargs: dict[str, Any], budget_s: float,
         queue.append(specs)
     tried: set[str] = set()
     deadline = time.monotonic() + budget_s
-    last = first = ""
+    last = first = last_line = ""
     while queue and len(tried) < max_tries and time.monotonic() < deadline:
         specs = queue.pop(0)
         key = repr(specs)
@@ -511,6 +600,7 @@ def find_inputs(module: nn.Module, kwargs: dict[str, Any], budget_s: float,
             raise SynthesisError("abstract", f"forward raises NotImplementedError: {exc}")
         except (Exception, SystemExit) as exc:  # mined code may call sys.exit
             last = f"{type(exc).__name__}: {exc}"
+            last_line = blame(exc)
             first = first or last
             reason = _classify(last, "")
             if reason:
@@ -520,7 +610,7 @@ def find_inputs(module: nn.Module, kwargs: dict[str, Any], budget_s: float,
     if "too large" in last or "size cap" in last:
         raise SynthesisError("inputs_too_large", last)
     detail = last if first == last else f"first guess: {first[:700]} | last guess: {last[:700]}"
-    raise SynthesisError("no_runnable_inputs", detail or "no guess tried")
+    raise SynthesisError("no_runnable_inputs", detail or "no guess tried", last_line)
 
 
 # --------------------------------------------------------------------------- checks
@@ -660,10 +750,10 @@ def synthesize(closure_source: str, class_name: str, doc: str, budget_s: float =
             found = (module, kwargs, specs, out)
             break
         except SynthesisError as exc:
-            if exc.reason in ("no_forward", "abstract", "needs_network", "needs_data_files"):
+            if exc.reason in ("no_forward", "abstract", "needs_network", "needs_data_files", "import_missing"):
                 raise
             failures.append(exc)
-            if not search.feedback(kwargs, exc.detail):
+            if not search.feedback(kwargs, exc.detail, exc.line):
                 break  # blind constructor repairs rarely fix a forward error: stop here
     if found is None:
         if failures:

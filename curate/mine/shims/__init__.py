@@ -44,6 +44,9 @@ STAND_INS: dict[str, str] = {
     "transformers.models.auto.configuration_auto": "transformers_models_auto.py",
     "packaging": "packaging.py",
     "packaging.version": "packaging_version.py",
+    "huggingface_hub": "huggingface_hub.py",
+    "huggingface_hub.utils": "huggingface_hub.py",
+    "curate.unavailable": "unavailable.py",
 }
 
 
