@@ -102,6 +102,7 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--timeout-s", type=float, default=30.0)
     ap.add_argument("--jsonl", default="")
+    ap.add_argument("--count-only", action="store_true", help="only count nn.Module classes per source")
     args = ap.parse_args()
     _memoise_module_code()
     only = {s for s in args.only.split(",") if s}
@@ -117,6 +118,12 @@ def main() -> None:
             source, resolver, found = candidates(entry)
         except SourceUnavailable as exc:
             print(f"{entry['name']}: unavailable: {exc}", file=sys.stderr)
+            continue
+        if args.count_only:
+            save_indexes(source, resolver)
+            print(f"{source.name:28s} {source.version:>10s} {str(source.licence)[:30]:30s} files {len(source.files()):5d} "
+                  f"classes {len(found):6d}", flush=True)
+            totals["found"] += len(found)
             continue
         sample = random.Random(f"{args.seed}|{entry['name']}").sample(found, min(args.per_source, len(found)))
         outcomes: list[tuple[str, str, str]] = []  # (class, reason, detail)
@@ -152,6 +159,8 @@ def main() -> None:
                 out.write(json.dumps({"source": source.name, "class": name, "reason": reason,
                                       "detail": detail[:600]}) + "\n")
             out.flush()
+    if args.count_only:
+        print(f"total nn.Module classes: {totals['found']}")
     if totals["n"]:
         print(f"\nsampled {totals['n']} classes, kept {totals['kept']} ({totals['kept'] / totals['n']:.1%}); "
               f"classes found {totals['found']}, estimated runnable {totals['weighted']:.0f} "
