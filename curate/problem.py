@@ -20,7 +20,10 @@ where the rest of curate's dependencies are absent.
 from __future__ import annotations
 
 import json
+import linecache
 import math
+import sys
+import types
 from typing import Any
 
 INPUTS_MARKER = "# ---- curate: inputs (generated) ----"
@@ -114,6 +117,29 @@ def dumps(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"))
 
 
+def exec_source(code: str, name: str) -> dict[str, Any]:
+    """Execute ``code`` as a module named ``name``; return its namespace.
+
+    The module is registered in ``sys.modules`` while it runs: ``dataclasses`` looks a class's
+    module up there to read string annotations (``from __future__ import annotations``), so
+    an unregistered namespace cannot define a dataclass. Its source is put in ``linecache``
+    (``inspect.getsource`` and tracebacks show it). Exceptions propagate.
+    """
+    module = types.ModuleType(name)
+    previous = sys.modules.get(name)
+    sys.modules[name] = module
+    filename = f"<{name}>"
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)  # for inspect.getsource
+    try:
+        exec(compile(code, filename, "exec"), module.__dict__)
+    finally:
+        if previous is None:
+            sys.modules.pop(name, None)
+        else:
+            sys.modules[name] = previous
+    return module.__dict__
+
+
 def load_problem(code: str, name: str = "problem") -> dict[str, Any]:
     """Execute KernelBench-format ``code`` in a fresh namespace.
 
@@ -122,9 +148,8 @@ def load_problem(code: str, name: str = "problem") -> dict[str, Any]:
     Raises:
         ProblemLoadError: the code raised while executing or lacks one of the three names.
     """
-    namespace: dict[str, Any] = {"__name__": f"curate_problem_{name}"}
     try:
-        exec(compile(code, f"<{name}>", "exec"), namespace)
+        namespace = exec_source(code, f"curate_problem_{name}")
     except Exception as exc:  # untrusted code: any failure is a load error
         raise ProblemLoadError(f"{type(exc).__name__}: {exc}") from exc
     missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if n not in namespace]

@@ -1,27 +1,59 @@
 """Make a mined class self-contained: the dependency closure across a source's files.
 
-Starting from the class statement, every name it reads is resolved in its file: a
-top-level definition (class, function, assignment, if/try block) is copied and resolved in
-turn; an import from a module that exists at run time (the standard library, torch, and
-packages the source marks importable) is kept as an import line; an import from another
-file of the same source is followed into that file and its definition copied. Anything
-else (a third-party import, a module alias into the source) makes the class unusable, with
-the reason recorded.
+Starting from the class statement, every global name it reads (found with the standard
+library's ``symtable``, so locals, attributes and annotations are not mistaken for
+dependencies) is traced to the definition it denotes: a top-level definition of the same
+file (class, function, assignment, if/try block), a definition in another file of the
+source reached through imports, re-exports and star imports, or an import of a module that
+exists at run time (the standard library, torch, packages the source marks importable),
+which is kept as an import line. Definitions are copied into one file in dependency order.
+
+- Two definitions with the same name from different files (every file's ``logger``,
+  ``_ntuple`` here and there) are both kept: the later one is renamed in the statements that
+  define and read it (scope-aware, with libcst).
+- ``alias.attr`` reads through a module alias into the source (``from ..ops import misc as
+  misc_nn_ops``) copy ``attr`` and bind the alias to a namespace of what is read.
+- Third-party modules with a stand-in in :mod:`curate.mine.shims` (einops, pieces of
+  transformers' infrastructure) resolve to that torch-only code.
+- A model configuration class is copied like any class; its transformers base is a
+  stand-in, and the synthesizer passes it concrete values.
+
+Anything else (a third-party import without a stand-in) makes the class unusable, with the
+reason recorded.
 """
 
 from __future__ import annotations
 
+import ast
 import builtins
+import copy
 import importlib
+import re
+import symtable
 import sys
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
+from typing import Sequence
 
+import libcst as cst
+from libcst.metadata import GlobalScope, MetadataWrapper, ScopeProvider
+
+from curate.mine import shims
 from curate.mine.index import Binding, FileIndex, index_source
 
 RUNTIME_MODULES = frozenset(sys.stdlib_module_names) | {"torch", "typing_extensions"}
 RESERVED = {"Model", "get_inputs", "get_init_inputs"}
-_BUILTINS = set(dir(builtins)) | {"__file__", "__name__", "__doc__", "__class__", "__spec__"}
+_BUILTINS = set(dir(builtins)) | {"__file__", "__name__", "__doc__", "__class__", "__spec__", "__builtins__"}
+_SHIM = "<shim>"  # prefix of the pseudo-module a stand-in is indexed under
+_NS = "<ns>"  # prefix of a namespace's node in the emission order
+_MISSING = "<miss>"  # prefix of a placeholder's node in the emission order
+_IMPORTS = ("<import>", "<from>", "<module>", "<missing>")
+
+# An entity is what a name denotes: (module, name) for a definition in the source or a shim,
+# ("<import>", "a.b") and ("<from>", "a:b") for run-time `import a.b` / `from a import b`,
+# ("<module>", module) for an alias of a module of the source (bound to a namespace).
+Entity = tuple[str, str]
 
 
 class ClosureError(Exception):
@@ -35,7 +67,8 @@ class ClosureError(Exception):
 
 @dataclass
 class Closure:
-    """The self-contained source of a class and everything it needs (no ``Model`` yet)."""
+    """The self-contained source of a class and everything it needs (no ``Model`` yet).
+    """
 
     source: str
     class_name: str
@@ -50,21 +83,40 @@ class Resolver:
         root: source root (paths below it map to dotted modules: ``a/b.py`` -> ``a.b``).
         indexes: already-built indexes by module; others are built on demand.
         importable: top-level packages available at run time besides :data:`RUNTIME_MODULES`.
+        dependencies: ``(root, label)`` of other packages' sources whose code may be copied
+            too (``timm`` code used by ``torchgeo``); ``label`` (name, version, licence) is
+            written into the problem as provenance.
     """
 
-    def __init__(self, root: Path, indexes: dict[str, FileIndex], importable: frozenset[str] = frozenset()):
+    def __init__(self, root: Path, indexes: dict[str, FileIndex], importable: frozenset[str] = frozenset(),
+                 dependencies: Sequence[tuple[Path, str]] = ()):
         self.root = root
+        self.dependencies = list(dependencies)
         self.indexes = dict(indexes)
         self.runtime = RUNTIME_MODULES | importable
         self._module_cache: dict[tuple[str, str], bool] = {}
+        self._defs: dict[str, set[str]] = {}
 
     # -- files ---------------------------------------------------------------------
     def module_path(self, module: str) -> Path | None:
-        base = self.root.joinpath(*module.split("."))
-        for p in (base.with_suffix(".py"), base / "__init__.py"):
-            if p.is_file():
-                return p
-        return None
+        """The source file of ``module``, or its stand-in when the source lacks it."""
+        if module.startswith(_SHIM):
+            return shims.path(module[len(_SHIM):])
+        for root in [self.root] + [r for r, _ in self.dependencies]:
+            base = root.joinpath(*module.split("."))
+            for p in (base.with_suffix(".py"), base / "__init__.py"):
+                if p.is_file():
+                    return p
+        return shims.path(module)
+
+    def provenance(self, module: str) -> str | None:
+        """The label of the dependency ``module`` comes from, None for the source itself."""
+        if module.startswith((_SHIM, _NS, _MISSING)):
+            return None
+        path = self.module_path(module)
+        if path is None or path.is_relative_to(self.root):
+            return None
+        return next((label for root, label in self.dependencies if path.is_relative_to(root)), None)
 
     def load(self, module: str) -> FileIndex | None:
         if module in self.indexes:
@@ -78,6 +130,21 @@ class Resolver:
                 idx = None
         self.indexes[module] = idx
         return idx
+
+    def shim(self, module: str) -> FileIndex | None:
+        """The stand-in for ``module`` (indexed as ``<shim>module``), if there is one."""
+        return self.load(_SHIM + module) if shims.path(module) is not None else None
+
+    def _defines(self, module: str, idx: FileIndex) -> set[str]:
+        got = self._defs.get(module)
+        if got is None:
+            got = self._defs[module] = {n for s in idx.stmts for n in s.defines}
+        return got
+
+    def _shim_has(self, module: str, name: str) -> bool:
+        """Whether a stand-in for ``module`` defines or imports ``name``."""
+        stand_in = self.shim(module)
+        return stand_in is not None and (name in stand_in.imports or name in self._defines(_SHIM + module, stand_in))
 
     def is_runtime(self, module: str) -> bool:
         return module.split(".")[0] in self.runtime
@@ -125,150 +192,369 @@ class Resolver:
             return self._base_is_module(target, attr, depth + 1)
         return False
 
+    # -- locating what a name denotes ----------------------------------------------
+    def locate(self, module: str, name: str, _depth: int = 0) -> Entity | None:
+        """The entity ``name`` denotes at the top of ``module`` (None: not found there).
+
+        An import of a module absent at run time denotes ``("<missing>", module)``: the
+        closure binds it to a placeholder that raises ``ImportError`` when used.
+        """
+        idx = self.load(module)
+        if idx is None or _depth > 30:
+            return None
+        if name in self._defines(module, idx):
+            return (module, name)
+        if name in idx.imports:
+            return self._locate_import(idx, idx.imports[name], _depth)
+        for star in idx.star_imports:
+            target = idx.resolve_module(star)
+            if self.is_runtime(target):
+                continue
+            ent = self.locate(target, name, _depth + 1) if self.load(target) is not None else None
+            if ent is not None:
+                return ent
+        return None
+
+    def _locate_import(self, idx: FileIndex, b: Binding, depth: int) -> Entity | None:
+        absmod = idx.resolve_module(b)
+        if b.attr is None:
+            if self.is_runtime(absmod):
+                return ("<import>", absmod)
+            if self.module_path(absmod) is not None:
+                return ("<module>", absmod)
+            return ("<missing>", absmod)
+        if self._shim_has(absmod, b.attr):
+            return self.locate(_SHIM + absmod, b.attr, depth + 1)
+        sub = f"{absmod}.{b.attr}"
+        if self.is_runtime(absmod):
+            return ("<from>", f"{absmod}:{b.attr}")
+        # `from pkg import name`: what pkg/__init__ binds wins over a submodule of that name
+        pkg = self.load(absmod)
+        ent = self.locate(absmod, b.attr, depth + 1) if pkg is not None else None
+        if ent is not None:
+            return ent
+        if self.module_path(sub) is not None:
+            return ("<module>", sub)
+        if pkg is None:
+            return ("<missing>", sub)
+        return None
+
     # -- closure -------------------------------------------------------------------
     def closure(self, module: str, class_name: str) -> Closure:
         """Self-contained source for ``class_name`` of ``module``.
 
         Raises:
-            ClosureError: reasons ``import_missing`` (a module absent at run time),
-                ``unsupported_import`` (a module alias into the source), ``name_conflict``.
+            ClosureError: reasons ``unsupported_import`` (a module alias to a sub-package),
+                ``name_conflict`` (the class is named like a KernelBench entry point),
+                ``not_found``.
         """
         if class_name in RESERVED:
             raise ClosureError("name_conflict", f"class is named {class_name}")
-        state = _State()
-        self._need(module, class_name, state, via=class_name)
-        for alias, (target, attrs) in sorted(state.namespaces.items()):
-            fields = ", ".join(f"{a}={a}" for a in sorted(attrs))
-            state.aliases.setdefault(target, []).append(f"{alias} = types.SimpleNamespace({fields})")
-            prev = state.imports.setdefault("types", ("types", "import types"))
-            if prev[0] != "types":
-                raise ClosureError("name_conflict", "types is bound to something else")
-        order = _topo(state.file_deps, state.first_seen)
-        parts = ["from __future__ import annotations", "", "import torch"]
-        parts += sorted({line for _, line in state.imports.values()} - {"import torch"})
-        for mod in order:
-            idx = self.indexes[mod]
-            chosen = sorted(state.stmts.get(mod, ()))
-            if not chosen and mod not in state.aliases:
-                continue
-            for i in chosen:
-                parts += ["", "", idx.stmts[i].code.strip("\n")]
-            parts += state.aliases.get(mod, [])
-        return Closure("\n".join(parts).rstrip() + "\n", class_name, order, sorted(state.unresolved))
+        st = _State()
+        st.claim(("<import>", "torch"), "torch")
+        ent = self.locate(module, class_name)
+        if ent != (module, class_name):
+            raise ClosureError("not_found", f"{class_name} is not defined in {module}")
+        self._materialize(ent, class_name, st, via=class_name)
+        for name in self._init_configs(module, class_name):
+            trial = copy.deepcopy(st)
+            try:
+                got = self.locate(module, name)
+                if got is not None and got[0] not in _IMPORTS:
+                    self._materialize(got, name, trial, via=class_name)
+                    st = trial
+            except (ClosureError, RecursionError):
+                pass  # the module may still run without it (a configuration built elsewhere)
+        return self._emit(st, class_name)
 
-    def _need(self, module: str, name: str, st: "_State", via: str) -> None:
-        key = (module, name)
-        if key in st.visited:
-            return
-        st.visited.add(key)
+    def _init_configs(self, module: str, class_name: str) -> list[str]:
+        """Configuration classes the class's ``__init__`` takes, which annotations alone do not
+        pull in: names in its parameters' annotations, or for an unannotated ``config``-like
+        parameter the ``*Config`` name of the file closest to the class's name."""
         idx = self.load(module)
-        if idx is None:
-            raise ClosureError("import_missing", f"{module} (needed for {via})")
+        try:
+            tree = ast.parse(idx.stmts[idx.classes[class_name].stmt].code)
+        except (SyntaxError, KeyError, IndexError):
+            return []
+        cls = tree.body[0] if tree.body and isinstance(tree.body[0], ast.ClassDef) else None
+        init = next((b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == "__init__"), None) \
+            if cls else None
+        if init is None:
+            return []
+        visible = self._defines(module, idx) | set(idx.imports)
+        out: list[str] = []
+        for arg in init.args.args[1:] + init.args.kwonlyargs:
+            names = [n.id for n in ast.walk(arg.annotation) if isinstance(n, ast.Name)] if arg.annotation else []
+            names += [n.value for n in ast.walk(arg.annotation) if isinstance(n, ast.Constant)
+                      and isinstance(n.value, str) and n.value.isidentifier()] if arg.annotation else []
+            hits = [n for n in names if n in visible and re.search(r"(Config|Args|Cfg|Params)$", n)]
+            if not hits and arg.annotation is None and re.search(r"(^|_)(config|cfg|args)$", arg.arg):
+                configs = [n for n in visible if n.endswith("Config")]
+                if configs:
+                    hits = [max(configs, key=lambda n: (_common_prefix(n, class_name), -len(n)))]
+            out += [h for h in hits if h not in out]
+        return out
+
+    def _materialize(self, ent: Entity, want: str, st: _State, via: str) -> str:
+        """Make ``ent`` part of the closure; return the name it has there. ``st`` is updated
+        in place (a nested import tried on a copy is merged back into it)."""
+        if ent in st.names:
+            return st.names[ent]
+        kind, target = ent
+        if kind == "<import>":
+            name = st.claim(ent, want)
+            st.imports[name] = f"import {target}" if name == target else f"import {target} as {name}"
+            return name
+        if kind == "<from>":
+            name = st.claim(ent, want)
+            mod, attr = target.split(":")
+            st.imports[name] = f"from {mod} import {attr}" + ("" if attr == name else f" as {name}")
+            return name
+        if kind == "<missing>":
+            name = st.claim(ent, want)
+            maker = self._materialize((_SHIM + "curate.unavailable", "unavailable"), "unavailable", st, via)
+            st.first_seen.setdefault(_SHIM + "curate.unavailable", len(st.first_seen))
+            st.missing[name] = f"{name} = {maker}({target!r})"
+            st.first_seen.setdefault(_MISSING + name, len(st.first_seen))
+            st.file_deps.setdefault(_MISSING + name, set()).add(_SHIM + "curate.unavailable")
+            return name
+        if kind == "<module>":
+            name = st.claim(ent, want)
+            st.namespaces[ent] = {}
+            self._materialize(("<import>", "types"), "types", st, via)
+            st.first_seen.setdefault(_NS + target, len(st.first_seen))
+            return name
+        module, name0 = ent
+        idx = self.load(module)
         st.first_seen.setdefault(module, len(st.first_seen))
-        defining = [i for i, s in enumerate(idx.stmts) if name in s.defines]
-        if defining:
-            owner = st.owner.setdefault(name, module)
-            if owner != module:
-                raise ClosureError("name_conflict", f"{name} defined in {owner} and {module}")
-            for i in defining:
-                if i in st.stmts.setdefault(module, set()):
+        defining = [i for i, s in enumerate(idx.stmts) if name0 in s.defines]
+        new_stmts = [i for i in defining if i not in st.stmts.get(module, set())]
+        twin = self._twin(module, name0, defining, want, st)
+        if twin is not None:  # the same definition copied from another file: share it
+            st.names[ent] = st.names[twin]
+            return st.names[ent]
+        # claim every name the copied statements define, so later readers find them
+        for i in new_stmts:
+            for d in idx.stmts[i].defines:
+                if (module, d) not in st.names:
+                    st.claim((module, d), want if d == name0 else d)
+        if ent not in st.names:
+            raise ClosureError("not_found", f"{name0} is not defined in {module}")
+        for i in new_stmts:
+            st.stmts.setdefault(module, set()).add(i)
+        for i in new_stmts:
+            stmt = idx.stmts[i]
+            reads, attrs = _global_reads(stmt.code)
+            for used in sorted(reads):
+                self._need_name(module, used, st, via=name0)
+            for chain in sorted(attrs):
+                self._need_attr(module, chain, st, via=name0)
+            if "import" in stmt.code:
+                got = self._nested_imports(module, i, st, via=name0)
+                if got is not st:
+                    st.__dict__.update(got.__dict__)
+        return st.names[ent]
+
+    def _nested_imports(self, module: str, i: int, st: _State, via: str) -> _State:
+        """Imports inside a copied statement (a ``try: from .fast_norm import ...`` block, an
+        import in a method) cannot stay relative or point into the source: each becomes an
+        assignment from the copied definition, or ``raise ImportError`` where the definition
+        cannot be copied (so a ``try``/``except ImportError`` takes its fallback). Imports of
+        run-time modules are kept, made absolute."""
+        idx = self.load(module)
+        edits = []
+        for node in _import_nodes(idx.stmts[i].code):
+            if isinstance(node, ast.Import):
+                continue  # `import x` keeps its meaning (run-time module, or ImportError)
+            lines = []
+            for alias in node.names:
+                if alias.name == "*":
+                    lines = None
+                    break
+                local = alias.asname or alias.name
+                b = Binding(node.module or "", alias.name, node.level)
+                absmod = idx.resolve_module(b)
+                if self.is_runtime(absmod):
+                    lines.append(f"from {absmod} import {alias.name}" + ("" if local == alias.name else f" as {local}"))
                     continue
-                st.stmts[module].add(i)
-                for used in idx.stmts[i].uses:
-                    if used != name:
-                        self._need_name(idx, used, st, via=name)
-                for root, attr in idx.stmts[i].attrs:
-                    self._need_module_attr(idx, root, attr, st, via=name)
-            return
-        if name in idx.imports:
-            self._need_import(idx, name, idx.imports[name], st, via)
-            return
-        for star in idx.star_imports:
-            target = idx.resolve_module(star)
-            if self.is_runtime(target):
-                continue
-            tidx = self.load(target)
-            if tidx is not None and (name in tidx.imports or any(name in s.defines for s in tidx.stmts)):
-                st.file_deps.setdefault(module, set()).add(target)
-                self._need(target, name, st, via)
-                return
-        if name not in _BUILTINS:
-            st.unresolved.add(f"{module}.{name}")
+                try:
+                    ent = self._locate_import(idx, b, 0)
+                    if ent is None or ent[0] in ("<module>", "<missing>"):
+                        raise ClosureError("import_missing", f"{absmod}.{alias.name}")
+                    trial = copy.deepcopy(st)
+                    self._materialize(ent, alias.name, trial, via)
+                    st = trial
+                    ref = f"__curate_ref_{len(st.refmarks)}__"
+                    st.refmarks[ref] = ent
+                    lines.append(f"{local} = {ref}")
+                except (ClosureError, RecursionError):
+                    lines.append(f"raise ImportError({absmod + '.' + alias.name!r} + ' is not part of the problem')")
+                    break
+            if lines is not None:
+                edits.append((node.lineno, node.col_offset, node.end_lineno, node.end_col_offset, lines))
+        if edits:
+            st.edits[(module, i)] = edits
+        return st
 
-    def _need_name(self, idx: FileIndex, name: str, st: "_State", via: str) -> None:
-        if name in _BUILTINS and not any(name in s.defines for s in idx.stmts) and name not in idx.imports:
-            return
-        self._need(idx.module, name, st, via)
-
-    def _need_import(self, idx: FileIndex, local: str, b: Binding, st: "_State", via: str) -> None:
-        absmod = idx.resolve_module(b)
-        if self.is_runtime(absmod) or (b.attr and self.is_runtime(f"{absmod}.{b.attr}")):
-            if b.attr is None:
-                line = f"import {absmod}" if absmod == local else f"import {absmod} as {local}"
-            else:
-                line = f"from {absmod} import {b.attr}" + ("" if b.attr == local else f" as {local}")
-            target = absmod if b.attr is None else f"{absmod}.{b.attr}"
-            prev = st.imports.setdefault(local, (target, line))
-            if prev[0] != target:  # the same object imported two ways is no conflict
-                raise ClosureError("name_conflict", f"{local}: '{prev[1]}' vs '{line}'")
-            return
-        if self.load(absmod) is None and self.module_path(absmod) is None:
-            raise ClosureError("import_missing", f"{absmod} (needed for {via})")
-        if b.attr is None or self.module_path(f"{absmod}.{b.attr}") is not None:
-            return  # a module alias into the source: its `alias.attr` reads are inlined instead
-        st.file_deps.setdefault(idx.module, set()).add(absmod)
-        self._need(absmod, b.attr, st, via)
-        if b.attr != local:
-            st.aliases.setdefault(absmod, []).append(f"{local} = {b.attr}")
-            owner = st.owner.setdefault(local, absmod)
-            if owner != absmod:
-                raise ClosureError("name_conflict", f"{local} defined in {owner} and {absmod}")
-
-
-    def _alias_target(self, idx: FileIndex, b: Binding) -> str | None:
-        """The source module a binding names, when it binds a module of the source itself."""
-        absmod = idx.resolve_module(b)
-        if self.is_runtime(absmod):
+    def _twin(self, module: str, name: str, defining: list[int], want: str, st: _State) -> Entity | None:
+        """The entity already holding ``want`` when it is defined by the same single statement
+        text, reading the same things (every file's ``logger = logging.get_logger(__name__)``,
+        helpers transformers copies between model files); else None."""
+        other = st.taken.get(want)
+        if other is None or other[0] in _IMPORTS or other[0] == module or len(defining) != 1:
             return None
-        if b.attr is None:
-            return absmod if self.module_path(absmod) is not None else None
-        sub = f"{absmod}.{b.attr}"
-        return sub if self.module_path(sub) is not None else None
+        oidx = self.load(other[0])
+        odef = [i for i, s in enumerate(oidx.stmts) if other[1] in s.defines] if oidx else []
+        code = self.load(module).stmts[defining[0]].code
+        if len(odef) != 1 or oidx.stmts[odef[0]].code != code or other[1] != name:
+            return None
+        reads, _ = _global_reads(code)
+        try:
+            if any(self.locate(module, r) != self.locate(other[0], r) for r in reads if r != name):
+                return None
+        except ClosureError:
+            return None
+        return other
 
-    def _need_module_attr(self, idx: FileIndex, root: str, attr: str, st: "_State", via: str) -> None:
-        """``root.attr`` where ``root`` aliases a module of the source (``from ..ops import misc
-        as misc_nn_ops``): copy ``attr``'s definition and bind ``root`` to a namespace of the
-        attributes read through it."""
-        b = idx.imports.get(root)
-        if b is None or any(root in s.defines for s in idx.stmts):
+    def _need_name(self, module: str, used: str, st: _State, via: str) -> None:
+        refs = st.refs.setdefault(module, {})
+        if used in refs:
             return
-        target = self._alias_target(idx, b)
-        if target is None:
+        try:
+            ent = self.locate(module, used)
+        except ClosureError as exc:
+            raise ClosureError(exc.reason, f"{exc.detail} (needed for {via})") from None
+        if ent is None:
+            if used not in _BUILTINS:
+                st.unresolved.add(f"{module}.{used}")
             return
-        if self.module_path(f"{target}.{attr}") is not None:
-            raise ClosureError("unsupported_import", f"module alias {target}.{attr} used by {via}")
-        prev = st.namespaces.setdefault(root, (target, set()))
-        if prev[0] != target:
-            raise ClosureError("name_conflict", f"{root} aliases {prev[0]} and {target}")
-        owner = st.owner.setdefault(root, f"namespace:{target}")
-        if owner != f"namespace:{target}":
-            raise ClosureError("name_conflict", f"{root} defined in {owner} and as a module alias")
-        st.file_deps.setdefault(idx.module, set()).add(target)
-        self._need(target, attr, st, via)
-        prev[1].add(attr)
+        refs[used] = ent
+        self._materialize(ent, used, st, via)
+        dep = _dep_node(ent, st)
+        if dep is not None and dep != module:
+            st.file_deps.setdefault(module, set()).add(dep)
+
+    def _need_attr(self, module: str, chain: tuple[str, ...], st: _State, via: str) -> None:
+        """``root.a.b`` where ``root`` aliases a module of the source: copy what the chain
+        reaches, binding each module on the way to a namespace (``packaging.version.parse``)."""
+        ent = st.refs.get(module, {}).get(chain[0])
+        for attr in chain[1:]:
+            if ent is None or ent[0] != "<module>":
+                return
+            target = ent[1]
+            fields = st.namespaces[ent]
+            got = fields.get(attr)
+            if got is None:
+                sub = f"{target}.{attr}"
+                got = self.locate(_SHIM + target if self._shim_has(target, attr) else target, attr)
+                if got is None and self.module_path(sub) is not None:
+                    got = ("<module>", sub)
+                if got is None:
+                    st.unresolved.add(f"{target}.{attr}")
+                    return
+                fields[attr] = got
+                self._materialize(got, attr, st, via)
+                dep = _dep_node(got, st)
+                if dep is not None:
+                    st.file_deps.setdefault(_NS + target, set()).add(dep)
+            ent = got
+
+    # -- output ----------------------------------------------------------------------
+    def _emit(self, st: _State, class_name: str) -> Closure:
+        order = _topo(st.file_deps, st.first_seen)
+        parts = ["from __future__ import annotations", ""]
+        copied: dict[str, list[str]] = {}
+        for mod in order:
+            label = self.provenance(mod) if st.stmts.get(mod) else None
+            if label:
+                copied.setdefault(label, []).append(mod)
+        for label, mods in copied.items():
+            parts.append(f"# includes code from {label}: {', '.join(mods)}")
+        parts += [""] if copied else []
+        parts += ["import torch"]
+        parts += sorted(set(st.imports.values()) - {"import torch"})
+        types_name = st.names.get(("<import>", "types"), "types")
+        for mod in order:
+            if mod.startswith(_MISSING):
+                parts += ["", st.missing[mod[len(_MISSING):]]]
+                continue
+            if mod.startswith(_NS):
+                ent = ("<module>", mod[len(_NS):])
+                values = ", ".join(f"{a}={st.names[f]}" for a, f in sorted(st.namespaces[ent].items()))
+                parts += ["", f"{st.names[ent]} = {types_name}.SimpleNamespace({values})"]
+                continue
+            chosen = sorted(st.stmts.get(mod, ()))
+            if not chosen:
+                continue
+            if mod.startswith(_SHIM) and chosen:
+                real = mod[len(_SHIM):]
+                parts += ["", "", f"# {real}: torch-only stand-ins written for curate (not {real}'s code)"]
+            renames = st.renames_for(mod)
+            idx = self.indexes[mod]
+            for i in chosen:
+                code = idx.stmts[i].code
+                if (mod, i) in st.edits:
+                    code = _apply_edits(code, st.edits[(mod, i)])
+                code = code.strip("\n")
+                local = {k: v for k, v in renames.items() if k in code}
+                code = rename_globals(code, local) if local else code
+                for ref in re.findall(r"__curate_ref_\d+__", code):
+                    code = code.replace(ref, st.names[st.refmarks[ref]])
+                parts += ["", "", code]
+        files = [m for m in order if not m.startswith((_SHIM, _NS, _MISSING))]
+        return Closure("\n".join(parts).rstrip() + "\n", class_name, files, sorted(st.unresolved))
 
 
 @dataclass
 class _State:
-    visited: set = field(default_factory=set)
-    stmts: dict[str, set[int]] = field(default_factory=dict)
-    imports: dict[str, tuple[str, str]] = field(default_factory=dict)  # local -> (target, line)
-    owner: dict[str, str] = field(default_factory=dict)
-    aliases: dict[str, list[str]] = field(default_factory=dict)
-    file_deps: dict[str, set[str]] = field(default_factory=dict)
-    first_seen: dict[str, int] = field(default_factory=dict)
-    unresolved: set[str] = field(default_factory=set)
-    namespaces: dict[str, tuple[str, set[str]]] = field(default_factory=dict)  # alias -> (module, attrs)
+    names: dict = field(default_factory=dict)  # entity -> emitted name
+    taken: dict = field(default_factory=dict)  # emitted name -> entity
+    refs: dict = field(default_factory=dict)  # module -> {local name read: entity}
+    stmts: dict = field(default_factory=dict)  # module -> statement indexes copied
+    imports: dict = field(default_factory=dict)  # emitted name -> import line
+    namespaces: dict = field(default_factory=dict)  # ("<module>", mod) -> {attr: entity}
+    file_deps: dict = field(default_factory=dict)
+    first_seen: dict = field(default_factory=dict)
+    unresolved: set = field(default_factory=set)
+    edits: dict = field(default_factory=dict)  # (module, stmt) -> nested import rewrites
+    missing: dict = field(default_factory=dict)  # emitted name -> placeholder line
+    refmarks: dict = field(default_factory=dict)  # placeholder -> entity, filled in after renaming
+
+    def claim(self, ent: Entity, want: str) -> str:
+        """Give ``ent`` the name ``want``, or ``want_2``, ... when taken (builtins avoided
+        for definitions, so a copied ``format`` cannot shadow another file's builtin)."""
+        name, n = want, 1
+        avoid_builtin = ent[0] not in _IMPORTS
+        while name in self.taken or name in RESERVED or (avoid_builtin and name in _BUILTINS):
+            n += 1
+            name = f"{want}_{n}"
+        self.names[ent] = name
+        self.taken[name] = ent
+        return name
+
+    def renames_for(self, module: str) -> dict[str, str]:
+        """Local name -> emitted name, for the names of ``module`` emitted under another."""
+        out = {}
+        for local, ent in self.refs.get(module, {}).items():
+            if self.names.get(ent, local) != local:
+                out[local] = self.names[ent]
+        for ent, name in self.names.items():
+            if ent[0] == module and ent[1] != name:
+                out[ent[1]] = name
+        return out
+
+
+def _dep_node(ent: Entity, st: _State) -> str | None:
+    """The emission-order node that defines ``ent`` (None for an import line)."""
+    if ent[0] == "<module>":
+        return _NS + ent[1]
+    if ent[0] == "<missing>":
+        return _MISSING + st.names[ent]
+    return None if ent[0] in _IMPORTS else ent[0]
+
+
+def _common_prefix(a: str, b: str) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
 def _topo(deps: dict[str, set[str]], first_seen: dict[str, int]) -> list[str]:
@@ -288,6 +574,147 @@ def _topo(deps: dict[str, set[str]], first_seen: dict[str, int]) -> list[str]:
     for m in sorted(first_seen, key=first_seen.get):
         visit(m)
     return order
+
+
+@lru_cache(maxsize=65536)
+def _global_reads(code: str) -> tuple[frozenset[str], frozenset[tuple[str, ...]]]:
+    """Global names a top-level statement reads (annotations excluded) and its attribute
+    chains on such names (``("np", "random", "rand")``). Falls back to every name on a
+    statement ``symtable`` refuses."""
+    try:
+        top = symtable.symtable("from __future__ import annotations\n" + code, "<stmt>", "exec")
+    except (SyntaxError, ValueError):
+        names = {n.id for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Name)} if _parses(code) else set()
+        return frozenset(names), frozenset()
+    reads: set[str] = set()
+
+    def walk(t: symtable.SymbolTable) -> None:
+        for s in t.get_symbols():
+            if t.get_type() == "module":
+                if s.is_referenced():
+                    reads.add(s.get_name())
+            elif s.is_global() and (s.is_referenced() or s.is_declared_global()):
+                reads.add(s.get_name())
+        for c in t.get_children():
+            walk(c)
+
+    walk(top)
+    reads.discard("annotations")
+    attrs = set()
+    try:
+        for n in ast.walk(ast.parse(code)):
+            if isinstance(n, ast.Attribute):
+                chain, node = [], n
+                while isinstance(node, ast.Attribute):
+                    chain.append(node.attr)
+                    node = node.value
+                if isinstance(node, ast.Name) and node.id in reads:
+                    attrs.add((node.id, *reversed(chain)))
+    except SyntaxError:
+        pass
+    return frozenset(reads), frozenset(attrs)
+
+
+def _import_nodes(code: str) -> list[ast.Import | ast.ImportFrom]:
+    try:
+        return [n for n in ast.walk(ast.parse(code)) if isinstance(n, (ast.Import, ast.ImportFrom))]
+    except SyntaxError:
+        return []
+
+
+def _apply_edits(code: str, edits: list) -> str:
+    """Replace import statements (by ast position) with lines at the same indentation."""
+    lines = code.splitlines(keepends=True)
+    for lineno, col, end_lineno, end_col, new in sorted(edits, reverse=True):
+        indent = " " * col
+        first, last = lines[lineno - 1], lines[end_lineno - 1]
+        text = first[:col] + ("\n" + indent).join(new) + last[end_col:]
+        lines[lineno - 1:end_lineno] = [text]
+    return "".join(lines)
+
+
+def _parses(code: str) -> bool:
+    try:
+        ast.parse(code)
+        return True
+    except SyntaxError:
+        return False
+
+
+class _Renamer(cst.CSTTransformer):
+    def __init__(self, targets: set[cst.CSTNode], mapping: dict[str, str], aliases: set[cst.ImportAlias]):
+        self.targets = targets
+        self.mapping = mapping
+        self.aliases = aliases
+
+    def visit_ImportAlias(self, node: cst.ImportAlias) -> bool:
+        return False  # imported names are module attributes, not globals
+
+    def leave_ImportAlias(self, original: cst.ImportAlias, updated: cst.ImportAlias) -> cst.ImportAlias:
+        if original not in self.aliases:
+            return updated
+        local = original.evaluated_alias or original.evaluated_name.split(".")[0]
+        return updated.with_changes(asname=cst.AsName(name=cst.Name(self.mapping[local])))
+
+    def leave_Name(self, original: cst.Name, updated: cst.Name) -> cst.Name:
+        if original in self.targets:
+            return updated.with_changes(value=self.mapping[original.value])
+        return updated
+
+
+def rename_globals(code: str, mapping: dict[str, str]) -> str:
+    """``code`` with the module-level names in ``mapping`` renamed where they are defined and
+    wherever they are read as globals (a local or attribute of the same name is untouched)."""
+    return _rename_globals(code, tuple(sorted(mapping.items())))
+
+
+@lru_cache(maxsize=4096)
+def _rename_globals(code: str, items: tuple[tuple[str, str], ...]) -> str:
+    mapping = dict(items)
+    wrapper = MetadataWrapper(cst.parse_module(code))
+    scopes = set(wrapper.resolve(ScopeProvider).values())
+    targets: set[cst.CSTNode] = set()
+    aliases: set[cst.ImportAlias] = set()
+    for scope in scopes:
+        if scope is None:
+            continue
+        for access in scope.accesses:
+            node = access.node
+            if not isinstance(node, cst.Name) or node.value not in mapping:
+                continue
+            # a read of a global: unresolved in the statement (defined elsewhere) or bound at its top
+            if all(isinstance(a.scope, GlobalScope) for a in access.referents):
+                targets.add(node)
+        if isinstance(scope, GlobalScope):
+            for name in mapping:
+                for assignment in scope.assignments[name]:
+                    node = getattr(assignment, "node", None)
+                    if isinstance(node, (cst.ClassDef, cst.FunctionDef)):
+                        targets.add(node.name)
+                    elif isinstance(node, (cst.Import, cst.ImportFrom)):  # bind under the new name
+                        aliases.update(a for a in node.names if isinstance(a, cst.ImportAlias)
+                                       and (a.evaluated_alias or a.evaluated_name.split(".")[0]) == name)
+                    elif isinstance(node, cst.Name):
+                        targets.add(node)
+                    elif node is not None:  # an assignment target: find the Name inside it
+                        targets.update(_names_within(node, name))
+    return wrapper.module.visit(_Renamer(targets, mapping, aliases)).code
+
+
+def _names_within(node: cst.CSTNode, name: str) -> list[cst.Name]:
+    found: list[cst.Name] = []
+
+    class V(cst.CSTVisitor):
+        def visit_Name(self, n: cst.Name) -> None:
+            if n.value == name:
+                found.append(n)
+
+        def visit_Attribute(self, n: cst.Attribute) -> bool:
+            n.value.visit(self)
+            return False
+
+    node.visit(V())
+    return found
 
 
 _RUNTIME_CHECKS: dict[tuple[str, str], bool] = {}
@@ -316,4 +743,3 @@ def module_name(root: Path, path: Path) -> tuple[str, bool]:
     if is_pkg:
         parts = parts[:-1]
     return ".".join(parts), is_pkg
-

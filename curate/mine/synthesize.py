@@ -4,104 +4,91 @@ Runs inside a :class:`curate.sandbox.Sandbox` child (the mined code is untrusted
 method follows pytorch-jit-paritybench's deducer (github.com/jansel/pytorch-jit-paritybench):
 guess, run, and repair the guess from the error message, over several generations. Unlike
 its 4x4x4x4 default, the guesses start from realistic sizes (batch 8, 64 channels or
-features, 32x32 images, 128-token sequences) and read constructor hints: parameter names
-and annotations, and the first ``nn.Conv*``/``nn.Linear``/``nn.Embedding``/norm layer built
-in ``__init__`` for the input's feature size.
+features, 32x32 images, 128-token sequences) and read constructor hints
+(:mod:`curate.mine.guess`: parameter names, annotations, defaults, the strings a parameter is
+compared with, configuration classes), then the first ``nn.Conv*``/``nn.Linear``/
+``nn.Embedding``/norm layer built in ``__init__`` and size-like constructor arguments for the
+input's shape.
+
+A found problem must also be deterministic (two runs under different random seeds agree;
+dropout left on in a layer the constructor cannot switch off is handled by putting the model
+in eval mode, anything else is ``random_output``) and produce finite outputs.
 
 Only torch and the standard library are imported.
 """
 
 from __future__ import annotations
 
+import ast
 import inspect
 import math
 import re
+import textwrap
 import time
+import traceback
 from typing import Any
 
 import torch
 from torch import nn
 
-from curate.problem import assemble, build_inputs, load_problem
+from curate.mine.guess import (
+    C,
+    HW,
+    SEQ,
+    ConfigArg,
+    Expr,
+    alternatives,
+    build,
+    guess,
+    optional_override,
+)
+from curate.problem import assemble, build_inputs, exec_source, load_problem
 
-B, C, HW, SEQ = 8, 64, 32, 128
+B = 8
 MAX_INPUT_BYTES = 64 * 1024 * 1024
+
+_NETWORK = re.compile(r"URLError|HTTPError|ConnectionError|ConnectTimeout|gaierror|Name or service not known|"
+                      r"Temporary failure in name resolution|urlopen|load_state_dict_from_url|hf_hub_download|"
+                      r"torch\.hub|Network is unreachable|Max retries exceeded")
+_DATA_FILE = re.compile(r"FileNotFoundError|No such file or directory|IsADirectoryError|\.(pt|pth|ckpt|npy|npz|"
+                        r"json|yaml|yml|txt|csv|bin|safetensors|pkl)\b['\"]")
 
 
 class SynthesisError(Exception):
     """No runnable constructor arguments or inputs were found. ``reason`` is a short category."""
 
-    def __init__(self, reason: str, detail: str = ""):
+    def __init__(self, reason: str, detail: str = "", line: str = ""):
         super().__init__(f"{reason}: {detail}")
         self.reason = reason
         self.detail = detail
+        self.line = line
+
+
+MINED_FILE = "<curate_mined>"  # the file name the closure is compiled under
+
+
+def blame(exc: BaseException) -> str:
+    """The source line of the mined code where ``exc`` was raised (innermost mined frame):
+    the constructor parameters it mentions are the ones to change first."""
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if frame.filename == MINED_FILE:
+            return frame.line or ""
+    return ""
+
+
+def _classify(msg: str, default: str) -> str:
+    """A reject reason for an error message: ``import_missing``, ``needs_network``,
+    ``needs_data_files`` or ``default``."""
+    if re.search(r"is not available to this problem|^ModuleNotFoundError|No module named", msg):
+        return "import_missing"
+    if _NETWORK.search(msg):
+        return "needs_network"
+    if _DATA_FILE.search(msg):
+        return "needs_data_files"
+    return default
 
 
 # --------------------------------------------------------------------------- constructor
-_INT_HINTS = [
-    (r"(^|_)(num_)?heads?$|^n_?head|nhead", 8),
-    (r"kernel(_size)?$|^ksize$|^k$", 3),
-    (r"stride|dilation|^groups$|^group$|upscale|downscale|^scale_factor$", 2),
-    (r"padding|^pad$", 1),
-    (r"num_classes|n_classes|classes$", 10),
-    (r"vocab|num_embeddings|n_vocab|n_tokens|num_tokens", 1000),
-    (r"depth|num_layers|n_layers|layers$|num_blocks|blocks$", 2),
-    (r"ratio|reduction|expansion|expand|mult", 4),
-    (r"seq_len|max_len|max_seq|max_position|context|block_size|num_positions|length", SEQ),
-    (r"img_size|image_size|resolution|input_size|^size$|feat_size|grid_size|window_size", 32),
-    (r"patch_size|patch$", 4),
-    (r"top_?k|k_?top", 2),
-]
-_FLOAT_HINTS = [
-    (r"eps|epsilon", 1e-5),
-    (r"drop|dropout|^p$|prob|rate", 0.0),
-    (r"momentum", 0.1),
-    (r"beta|alpha|gamma|scale|temperature|tau|lambda|weight|margin|threshold|value|lr", 1.0),
-]
-_BOOL_RE = r"^(use_|is_|has_|with_|enable|bias|inplace|affine|batch_first|zero|learn|norm|pre_|post_|residual|training|causal|return_)"
-
-
-def _guess_value(name: str, param: inspect.Parameter) -> Any:
-    """A first guess for a constructor parameter with no default."""
-    low = name.lower()
-    ann = param.annotation
-    ann_s = ann if isinstance(ann, str) else getattr(ann, "__name__", str(ann))
-    ann_s = str(ann_s)
-    if re.search(_BOOL_RE, low) or ann_s == "bool":
-        return False
-    if ann_s == "float" or any(re.search(p, low) for p, _ in _FLOAT_HINTS[:2]):
-        for pat, v in _FLOAT_HINTS:
-            if re.search(pat, low):
-                return v
-        return 1.0
-    if ann_s == "str":
-        return "relu" if "act" in low else ("mean" if "reduc" in low else "")
-    for pat, v in _INT_HINTS:
-        if re.search(pat, low):
-            return v
-    if re.search(r"shape$", low):
-        return [C]
-    if re.search(r"(layer|act|activation|norm|block|fn|func|module|cfg|config)$", low):
-        return None
-    for pat, v in _FLOAT_HINTS[2:]:
-        if re.search(pat, low):
-            return v
-    return C
-
-
-def _alternatives(value: Any, name: str) -> list[Any]:
-    """Other values to try for a parameter whose guess failed."""
-    if isinstance(value, bool) or value is None:
-        return [True, False, None, C, 1, "relu"]
-    if isinstance(value, int):
-        return [v for v in (C, 32, 16, 8, 4, 3, 2, 1, 128, 256, [C, C], (3, 3), True, None) if v != value]
-    if isinstance(value, float):
-        return [0.5, 0.1, 1, 2.0, 0.0]
-    if isinstance(value, (list, tuple)):
-        return [C, [C], [C, C], (HW, HW), 3]
-    return [C, None, 1, True, "relu"]
-
-
 def _init_signature(cls: type) -> list[tuple[str, inspect.Parameter]]:
     for klass in cls.__mro__:
         init = klass.__dict__.get("__init__")
@@ -121,6 +108,10 @@ def _init_signature(cls: type) -> list[tuple[str, inspect.Parameter]]:
     return []
 
 
+def _key(kwargs: dict[str, Any]) -> str:
+    return repr(sorted(kwargs.items(), key=lambda kv: kv[0]))
+
+
 class ConstructorSearch:
     """Successive constructor-argument guesses for ``cls`` (paritybench-style repair).
 
@@ -129,19 +120,28 @@ class ConstructorSearch:
     (``Upsample`` needs ``scale_factor``, which has a ``None`` default).
     """
 
-    def __init__(self, cls: type, max_tries: int = 40):
+    def __init__(self, cls: type, ns: dict[str, Any], max_tries: int = 40):
         if inspect.isabstract(cls):
             raise SynthesisError("abstract", "abstract base class")
         self.cls = cls
+        self.ns = ns
         self.params = _init_signature(cls)
-        required = {n: _guess_value(n, p) for n, p in self.params if p.default is inspect.Parameter.empty}
-        self.queue = [required]
-        # Optional parameters commonly needed to get a meaningful module (None defaults).
-        fill = {n: _guess_value(n, p) for n, p in self.params
-                if p.default is None and re.search(r"(dim|channels|features|size|hidden)", n.lower())}
-        self.fill = {**required, **fill} if fill else None
-        if self.fill:
-            self.queue.append(self.fill)
+        self.var_kw = _takes_var_kw(cls)
+        self.attr_params = _attr_params(cls, {n for n, _ in self.params})
+        self.choices: dict[str, list[Any]] = {}
+        first: dict[str, Any] = {}
+        for n, p in self.params:
+            if p.default is inspect.Parameter.empty:
+                self.choices[n] = guess(n, p, cls, ns)
+                first[n] = self.choices[n][0]
+            else:
+                override = optional_override(n, p)
+                if override is not inspect.Parameter.empty:
+                    first[n] = override
+        self.queue = [first]
+        required = {n: v for n, v in first.items() if dict(self.params)[n].default is inspect.Parameter.empty}
+        if required != first:
+            self.queue.append(required)  # the defaults of the optional ones, as written
         self.tried: set[str] = set()
         self.max_tries = max_tries
         self.last = ""
@@ -149,13 +149,13 @@ class ConstructorSearch:
     def next(self, deadline: float) -> tuple[nn.Module, dict[str, Any]] | None:
         while self.queue and len(self.tried) < self.max_tries and time.monotonic() < deadline:
             attempt = self.queue.pop(0)
-            key = repr(sorted(attempt.items(), key=lambda kv: kv[0]))
+            key = _key(attempt)
             if key in self.tried:
                 continue
             self.tried.add(key)
             try:
                 torch.manual_seed(0)
-                module = self.cls(**attempt)
+                module = self.cls(**{k: build(v, self.ns) for k, v in attempt.items()})
                 if not isinstance(module, nn.Module):
                     raise SynthesisError("not_a_module", type(module).__name__)
                 return module, attempt
@@ -165,55 +165,133 @@ class ConstructorSearch:
                 raise SynthesisError("abstract", f"NotImplementedError: {exc}")
             except (Exception, SystemExit) as exc:  # mined code may call sys.exit
                 self.last = f"{type(exc).__name__}: {exc}"
-                self.queue.extend(_repair_kwargs(attempt, self.last))
+                reason = _classify(self.last, "")
+                if reason:
+                    raise SynthesisError(reason, self.last)
+                self.queue[:0] = self._repairs(attempt, self.last, blame(exc))
         return None
 
-    def feedback(self, kwargs: dict[str, Any], msg: str) -> int:
+    def _choices(self, name: str, value: Any) -> list[Any]:
+        listed = self.choices.get(name)
+        if listed is None:
+            p = dict(self.params).get(name)
+            listed = guess(name, p, self.cls, self.ns) if p is not None else []
+        return [v for v in listed + alternatives(value, name) if v is not value and v != value][:10]
+
+    def _blamed(self, kwargs: dict[str, Any], msg: str, line: str) -> list[str]:
+        """Parameters named in the error message or on the failing line, or feeding a
+        ``self.attr`` the line reads; given ones first."""
+        text = f"{msg}\n{line}"
+        names = [n for n, _ in self.params if re.search(rf"\b{re.escape(n)}\b", text)]
+        for attr in re.findall(r"self\.(\w+)", line):
+            names += [n for n in self.attr_params.get(attr, ()) if n not in names]
+        return [n for n in names if n in kwargs] + [n for n in names if n not in kwargs]
+
+    def _repairs(self, kwargs: dict[str, Any], msg: str, line: str = "") -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        m = re.search(r"'(\w+)' object has no attribute '(\w+)'", msg)
+        if m:  # a configuration lacks an attribute the module reads: give it one
+            for n, v in kwargs.items():
+                if isinstance(v, ConfigArg) and v.cls_name == m.group(1):
+                    attr = m.group(2)
+                    p = inspect.Parameter(attr, inspect.Parameter.KEYWORD_ONLY)
+                    for g in guess(attr, p, self.cls, {})[:2]:
+                        if not isinstance(g, (Expr, ConfigArg)):
+                            out.append({**kwargs, n: v.with_value(attr, g)})
+        m = re.search(r"missing \d+ required (?:positional|keyword-only) arguments?: (.*)", msg)
+        if m and self.var_kw:  # a layer built from this class's **kwargs needs more of them
+            missing = re.findall(r"'(\w+)'", m.group(1))
+            extra = {}
+            for n in missing:
+                extra[n] = guess(n, inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY), self.cls, self.ns)[0]
+            out.append({**kwargs, **extra})
+        blamed = self._blamed(kwargs, msg, line)
+        wants_list = re.search(r"'(int|float)' object is not (subscriptable|iterable)|object of type '(int|float)' "
+                               r"has no len\(\)|must be tuple of ints|not iterable", msg)
+        for n in blamed:
+            p = dict(self.params)[n]
+            if n not in kwargs:
+                out += [{**kwargs, n: g} for g in guess(n, p, self.cls, self.ns)[:3]]
+            elif wants_list and isinstance(kwargs[n], int) and not isinstance(kwargs[n], bool):
+                v = kwargs[n]
+                out += [{**kwargs, n: alt} for alt in ([v, v], [v, 2 * v, 4 * v, 8 * v], (v, v), [2, 2, 2, 2])]
+        if "divisible" in msg or "multiple" in msg:
+            out.append({k: (v if not isinstance(v, int) or isinstance(v, bool) else (C if v != C else 8))
+                        for k, v in kwargs.items()})
+        names = list(kwargs)
+        for n in [n for n in blamed if n in kwargs] + [n for n in names if n not in blamed]:
+            for alt in self._choices(n, kwargs[n]):
+                out.append({**kwargs, n: alt})
+        return out
+
+    def feedback(self, kwargs: dict[str, Any], msg: str, line: str = "") -> int:
         """Queue guesses suggested by a forward error; return how many were queued."""
         new = []
-        for n, p in self.params:
-            if not re.search(rf"\b{re.escape(n)}\b", msg):
-                continue
+        m = re.search(r"'(\w+)' object has no attribute '(\w+)'", msg)
+        if m and any(isinstance(v, ConfigArg) and v.cls_name == m.group(1) for v in kwargs.values()):
+            new += self._repairs(kwargs, msg)[:4]
+        for n in self._blamed(kwargs, msg, line):
+            p = dict(self.params)[n]
             if n not in kwargs:
-                value = _guess_value(n, p)
-                new.append({**kwargs, n: value if value is not None else C})
+                new += [{**kwargs, n: g} for g in guess(n, p, self.cls, self.ns)[:2]]
             else:
-                new += [{**kwargs, n: alt} for alt in _alternatives(kwargs[n], n)[:4]]
+                new += [{**kwargs, n: alt} for alt in self._choices(n, kwargs[n])[:4]]
         self.queue[:0] = new
-        fill_key = repr(sorted(self.fill.items(), key=lambda kv: kv[0])) if self.fill else None
-        if self.fill is not None and fill_key not in self.tried:  # still worth one more construction
-            new.append(self.fill)
-            self.queue.insert(len(new) - 1, self.fill)
         return len(new)
 
 
-def _repair_kwargs(kwargs: dict[str, Any], msg: str) -> list[dict[str, Any]]:
-    names = list(kwargs)
-    blamed = [n for n in names if re.search(rf"\b{re.escape(n)}\b", msg)]
-    order = blamed + [n for n in names if n not in blamed]
-    out = []
-    if "divisible" in msg or "multiple" in msg:
-        out.append({k: (v if not isinstance(v, int) or isinstance(v, bool) else (C if v != C else 8))
-                    for k, v in kwargs.items()})
-    for n in order:
-        for alt in _alternatives(kwargs[n], n):
-            out.append({**kwargs, n: alt})
+def _attr_params(cls: type, params: set[str]) -> dict[str, list[str]]:
+    """``self.attr = <expr>`` in ``cls.__init__``: the parameters each attribute is built from."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(cls.__init__)))
+    except (OSError, TypeError, SyntaxError):
+        return {}
+    out: dict[str, list[str]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            used = [n.id for n in ast.walk(node.value) if isinstance(n, ast.Name) and n.id in params]
+            for t in targets:
+                if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                    out.setdefault(t.attr, []).extend(u for u in used if u not in out.get(t.attr, []))
     return out
 
 
+def _takes_var_kw(cls: type) -> bool:
+    init = cls.__init__
+    try:
+        return any(p.kind == p.VAR_KEYWORD for p in inspect.signature(init).parameters.values())
+    except (TypeError, ValueError):
+        return False
+
+
 # --------------------------------------------------------------------------- inputs
+_LAYERS = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d,
+           nn.Linear, nn.Embedding, nn.EmbeddingBag, nn.LayerNorm, nn.GroupNorm, nn.BatchNorm1d,
+           nn.BatchNorm2d, nn.BatchNorm3d, nn.MultiheadAttention, nn.RNNBase, nn.InstanceNorm1d,
+           nn.InstanceNorm2d)
+
+
 def _first_layer(module: nn.Module) -> nn.Module | None:
     for m in module.modules():
-        if isinstance(m, (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d,
-                          nn.ConvTranspose3d, nn.Linear, nn.Embedding, nn.EmbeddingBag,
-                          nn.LayerNorm, nn.GroupNorm, nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d,
-                          nn.MultiheadAttention, nn.RNNBase)):
+        if isinstance(m, _LAYERS):
             return m
+    return None
+
+
+def _int_arg(kwargs: dict[str, Any], pattern: str) -> int | None:
+    for k, v in kwargs.items():
+        if isinstance(v, int) and not isinstance(v, bool) and re.search(pattern, k.lower()):
+            return v
     return None
 
 
 def _shape_guesses(module: nn.Module, kwargs: dict[str, Any]) -> list[list[int]]:
     guesses: list[list[int]] = []
+    img = _int_arg(kwargs, r"img_size|image_size|^resolution$|input_resolution|^input_size$")
+    chans = _int_arg(kwargs, r"^in_chans$|^in_channels$|^channels$|^num_channels$|^in_ch$|^c_in$|^image_channels$")
+    if img:
+        guesses.append([B, chans or 3, img, img])
     layer = _first_layer(module)
     if isinstance(layer, (nn.Conv2d, nn.ConvTranspose2d)):
         guesses.append([B, layer.in_channels, HW, HW])
@@ -227,9 +305,9 @@ def _shape_guesses(module: nn.Module, kwargs: dict[str, Any]) -> list[list[int]]
         guesses.append([B, SEQ, *layer.normalized_shape])
     elif isinstance(layer, nn.GroupNorm):
         guesses.append([B, layer.num_channels, HW, HW])
-    elif isinstance(layer, nn.BatchNorm2d):
+    elif isinstance(layer, (nn.BatchNorm2d, nn.InstanceNorm2d)):
         guesses.append([B, layer.num_features, HW, HW])
-    elif isinstance(layer, nn.BatchNorm1d):
+    elif isinstance(layer, (nn.BatchNorm1d, nn.InstanceNorm1d)):
         guesses += [[B, layer.num_features, SEQ], [B, layer.num_features]]
     elif isinstance(layer, nn.BatchNorm3d):
         guesses.append([2, layer.num_features, 8, 16, 16])
@@ -237,8 +315,13 @@ def _shape_guesses(module: nn.Module, kwargs: dict[str, Any]) -> list[list[int]]
         guesses.append([SEQ, B, layer.embed_dim] if not layer.batch_first else [B, SEQ, layer.embed_dim])
     elif isinstance(layer, nn.RNNBase):
         guesses.append([SEQ, B, layer.input_size] if not layer.batch_first else [B, SEQ, layer.input_size])
-    ch = next((v for k, v in kwargs.items() if isinstance(v, int) and not isinstance(v, bool)
-               and re.search(r"(in_|^dim|channel|features|hidden|embed|d_model|^c$|planes|chs)", k)), C)
+    config = next((v for v in kwargs.values() if isinstance(v, ConfigArg)), None)
+    hidden = getattr(module, "config", None)
+    width = next((getattr(hidden, k) for k in ("hidden_size", "d_model", "n_embd", "embed_dim", "dim")
+                  if isinstance(getattr(hidden, k, None), int)), None) if config is not None else None
+    if width:
+        guesses.insert(0, [B, SEQ, width])
+    ch = _int_arg(kwargs, r"(in_|^dim$|^d$|channel|features|hidden|embed|d_model|^c$|planes|chs|width|^n_embd$)") or C
     guesses += [[B, ch, HW, HW], [B, SEQ, ch], [B, ch], [B, ch, SEQ], [2, ch, 8, 16, 16],
                 [B, 3, 224, 224] if ch == 3 else [B, 3, 64, 64], [B * SEQ * 4]]
     seen, out = set(), []
@@ -256,7 +339,7 @@ def _forward_params(module: nn.Module) -> list[tuple[str, inspect.Parameter]]:
         return [("x", inspect.Parameter("x", inspect.Parameter.POSITIONAL_ONLY))]
     params = []
     for n, p in sig.parameters.items():
-        if p.kind == p.VAR_KEYWORD:
+        if p.kind == p.VAR_KEYWORD or p.kind == p.KEYWORD_ONLY:
             continue
         if p.kind == p.VAR_POSITIONAL:
             if not params:
@@ -266,26 +349,82 @@ def _forward_params(module: nn.Module) -> list[tuple[str, inspect.Parameter]]:
             params.append((n, p))
     if not params and sig.parameters:
         first = next(iter(sig.parameters.items()))
-        if first[1].kind != first[1].VAR_KEYWORD:
+        if first[1].kind not in (first[1].VAR_KEYWORD, first[1].KEYWORD_ONLY):
             params.append(first)
     return params
+
+
+#: Optional forward parameters passed as a pair of tensors of shape [batch, seq, head size]:
+#: the rotary (cos, sin) tables transformers' attention layers take from their model.
+PAIRED = ("position_embeddings",)
+
+
+def _paired_params(module: nn.Module) -> list[str]:
+    try:
+        sig = inspect.signature(module.forward)
+    except (TypeError, ValueError):
+        return []
+    return [n for n in PAIRED if n in sig.parameters and sig.parameters[n].default is None]
+
+
+def _head_dim(module: nn.Module, width: int) -> int:
+    for m in module.modules():
+        hd = getattr(m, "head_dim", None)
+        if isinstance(hd, int) and hd > 0:
+            return hd
+    cfg = getattr(module, "config", None)
+    heads = getattr(cfg, "num_attention_heads", None)
+    return width // heads if isinstance(heads, int) and heads else 64
+
+
+def call(module: nn.Module, specs: list[dict], args: list[Any]) -> Any:
+    """Run ``module`` on built inputs: positional ones, then keyword ones (``"arg"`` in the
+    spec), a spec with ``"pair"`` taking two consecutive tensors as a tuple."""
+    pos, kw, i = [], {}, 0
+    while i < len(specs):
+        s = specs[i]
+        value = args[i]
+        if s.get("pair"):
+            value = (args[i], args[i + 1])
+            i += 1
+        if s.get("arg"):
+            kw[s["arg"]] = value
+        else:
+            pos.append(value)
+        i += 1
+    return module(*pos, **kw)
 
 
 def _spec_for(name: str, shape: list[int], module: nn.Module) -> dict:
     low = name.lower()
     emb = next((m for m in module.modules() if isinstance(m, (nn.Embedding, nn.EmbeddingBag))), None)
-    if emb is not None and re.search(r"(ids|idx|index|indices|tokens|input$|^x$)", low) \
+    if emb is not None and re.search(r"(ids|idx|index|indices|tokens|input$|^x$|^inp$|^seq$|^text$)", low) \
             and _first_layer(module) is emb:
         return {"kind": "index", "shape": shape[:2] if len(shape) > 2 else shape, "high": emb.num_embeddings,
                 "dtype": "int64"}
+    if re.search(r"(input_ids|token_ids|^tokens$|labels$|^targets?$|^ids$|_ids$)", low):
+        high = emb.num_embeddings if emb is not None else 10
+        return {"kind": "index", "shape": shape[:2] if len(shape) > 2 else shape, "high": high, "dtype": "int64"}
     if re.search(r"mask", low):
-        return {"kind": "mask", "shape": shape, "dtype": "bool"}
+        return {"kind": "mask", "shape": shape[:2] if len(shape) > 2 else shape, "dtype": "bool"}
     return {"kind": "tensor", "shape": list(shape), "dtype": "float32"}
+
+
+def _rank_shape(nd: int, ch: int) -> list[int] | None:
+    return {1: [B * SEQ], 2: [B, ch], 3: [B, SEQ, ch], 4: [B, ch, HW, HW], 5: [2, ch, 8, 16, 16],
+            6: [2, 4, ch, 8, 8, 8]}.get(nd)
+
+
+def _einops_rank(pattern: str) -> int | None:
+    left = pattern.split("->")[0]
+    groups = re.findall(r"\([^)]*\)|\S+", left)
+    return None if any("..." in g for g in groups) else len(groups)
 
 
 def _repair_specs(specs: list[dict], msg: str, module: nn.Module) -> list[list[dict]]:
     """New input specs suggested by an error message (paritybench-style repairs)."""
     out: list[list[dict]] = []
+    tensors = [i for i, s in enumerate(specs) if s["kind"] in ("tensor", "index", "mask")]
 
     def with_dim(i: int, dim: int, value: int) -> None:
         new = [dict(s) for s in specs]
@@ -296,18 +435,30 @@ def _repair_specs(specs: list[dict], msg: str, module: nn.Module) -> list[list[d
             s["shape"] = shape
             out.append(new)
 
+    def with_rank(nd: int) -> None:
+        if not tensors:
+            return
+        first = specs[tensors[0]]
+        ch = first["shape"][1] if len(first.get("shape", [])) > 1 else C
+        if len(first.get("shape", [])) == 3:  # [B, SEQ, features]: keep the features
+            ch = first["shape"][-1]
+        shape = _rank_shape(nd, ch)
+        if shape:
+            out.append([{**s, "shape": shape} if s["kind"] == "tensor" else s for s in specs])
+
     m = re.search(r"to have (\d+) channels, but got (\d+) channels", msg)
     if m:
-        for i in range(len(specs)):
+        for i in tensors:
             with_dim(i, 1, int(m.group(1)))
     m = re.search(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)", msg)
     if m:
-        for i in range(len(specs)):
+        for i in tensors:
             with_dim(i, -1, int(m.group(3)))
     m = re.search(r"running_mean should contain (\d+) elements", msg) or \
-        re.search(r"Expected weight to be a vector of size equal to the number of channels in input, but got weight of shape \[(\d+)\]", msg)
+        re.search(r"Expected weight to be a vector of size equal to the number of channels in input, but got "
+                  r"weight of shape \[(\d+)\]", msg)
     if m:
-        for i in range(len(specs)):
+        for i in tensors:
             with_dim(i, 1, int(m.group(1)))
     m = re.search(r"normalized_shape=\[([\d, ]+)\]", msg)
     if m:
@@ -328,15 +479,33 @@ def _repair_specs(specs: list[dict], msg: str, module: nn.Module) -> list[list[d
                     with_dim(i, d, a)
     m = re.search(r"Expected (\d)D.* input|expected (\d)D input|Expected (\d)-dimensional|"
                   r"Expected \d+D \(unbatched\) or (\d)D \(batched\)|expected (\d)D or \dD input|"
-                  r"got (\d)D input", msg)
+                  r"got (\d)D input|Expected input batch_size|expected (\d)D tensor", msg)
+    if m and any(m.groups()):
+        with_rank(int(next(g for g in m.groups() if g)))
+    m = re.search(r"einops pattern '([^']*)' does not match", msg)
     if m:
-        nd = int(next(g for g in m.groups() if g))
-        ch = specs[0].get("shape", [B, C])[1] if len(specs[0].get("shape", [])) > 1 else C
-        shape = {2: [B, ch], 3: [B, ch, SEQ], 4: [B, ch, HW, HW], 5: [2, ch, 8, 16, 16]}.get(nd)
-        if shape:
-            out.append([{**s, "shape": shape} if s["kind"] == "tensor" else s for s in specs])
+        nd = _einops_rank(m.group(1))
+        if nd:
+            with_rank(nd)
+    m = re.search(r"not enough values to unpack \(expected (\d+), got (\d+)\)|"
+                  r"too many values to unpack \(expected (\d+)\)", msg)
+    if m:
+        nd = int(m.group(1) or m.group(3))
+        if 1 <= nd <= 6:
+            with_rank(nd)
+    m = re.search(r"Dimension out of range \(expected to be in range of \[-(\d+), \d+\], but got (-?\d+)\)", msg)
+    if m:
+        have, want = int(m.group(1)), int(m.group(2))
+        with_rank(max(have + 1, want + 1 if want >= 0 else -want))
+    m = re.search(r"too many indices for tensor of dimension (\d+)", msg)
+    if m:
+        with_rank(int(m.group(1)) + 1)
+    m = re.search(r"input\.dim\(\) = (\d+) is not equal to len\(dims\) = (\d+)", msg)
+    if m:
+        with_rank(int(m.group(2)))
     if re.search(r"scalar type Long|expected scalar type Long|one of the following scalar types: Long, Int|"
-                 r"Expected tensor for argument #1 'indices'|must be Long|LongTensor|index.*Float|dtype to be Long", msg):
+                 r"Expected tensor for argument #1 'indices'|must be Long|LongTensor|index.*Float|"
+                 r"dtype to be Long|tensors used as indices must be long", msg):
         for i, s in enumerate(specs):
             if s["kind"] == "tensor":
                 new = [dict(x) for x in specs]
@@ -344,6 +513,27 @@ def _repair_specs(specs: list[dict], msg: str, module: nn.Module) -> list[list[d
                 high = next((m.num_embeddings for m in module.modules() if isinstance(m, nn.Embedding)), 10)
                 new[i] = {"kind": "index", "shape": list(shape), "high": high, "dtype": "int64"}
                 out.append(new)
+    if re.search(r"Kernel size can't be greater than actual input size|Output size is too small|"
+                 r"input image is smaller than kernel|Padding size should be less than|"
+                 r"should be less than or equal to two times the input dimension|too small", msg):
+        new = []
+        for s in specs:
+            shape = list(s.get("shape", []))
+            if s["kind"] == "tensor" and len(shape) in (3, 4, 5) and max(shape[2:]) < 384:
+                size = next(v for v in (64, 128, 224, 299, 384) if v > max(shape[2:]))
+                shape[2:] = [size] * len(shape[2:])
+                if size >= 224 or math.prod(shape) * 4 > MAX_INPUT_BYTES:
+                    shape[0] = 2  # large images: a smaller batch keeps the problem's memory in bounds
+            new.append({**s, "shape": shape} if "shape" in s else s)
+        out.append(new)
+    if re.search(r"target", msg, re.I) and re.search(r"Long|Int\b|integer|class indices", msg) and len(tensors) >= 2:
+        x = specs[tensors[0]]["shape"]
+        if len(x) >= 2:
+            t = {"kind": "index", "shape": [x[0]] + x[2:], "high": x[1], "dtype": "int64"}
+            out.append([t if i == tensors[1] else s for i, s in enumerate(specs)])
+    if re.search(r"Expected floating point type for target|target.*float|Float.*target", msg) and len(tensors) >= 2:
+        x = specs[tensors[0]]
+        out.append([{**x} if i == tensors[1] else s for i, s in enumerate(specs)])
     if "Expected more than 1 value per channel" in msg:
         out.append([{**s, "shape": [B] + s["shape"][1:] + ([4, 4] if len(s["shape"]) == 2 else [])}
                     if s["kind"] == "tensor" else s for s in specs])
@@ -370,17 +560,25 @@ def find_inputs(module: nn.Module, kwargs: dict[str, Any], budget_s: float,
     """Find forward inputs ``module`` runs on; return the input spec and the output.
 
     Raises:
-        SynthesisError: ``no_forward``, ``no_runnable_inputs``, ``inputs_too_large``.
+        SynthesisError: ``no_forward``, ``no_runnable_inputs``, ``inputs_too_large``,
+        ``needs_network``, ``needs_data_files``.
     """
     if type(module).forward is nn.Module.forward:
         raise SynthesisError("no_forward", "class defines no forward")
     params = _forward_params(module)
+    paired = _paired_params(module)
     queue: list[list[dict]] = []
     for shape in _shape_guesses(module, kwargs):
-        queue.append([_spec_for(n, shape, module) for n, _ in params])
+        specs = [_spec_for(n, shape, module) for n, _ in params]
+        if paired and specs and len(shape) == 3:
+            hd = _head_dim(module, shape[-1])
+            for name in paired:
+                pair = {"kind": "tensor", "shape": [shape[0], shape[1], hd], "dtype": "float32", "arg": name}
+                specs += [{**pair, "pair": True}, dict(pair)]
+        queue.append(specs)
     tried: set[str] = set()
     deadline = time.monotonic() + budget_s
-    last = first = ""
+    last = first = last_line = ""
     while queue and len(tried) < max_tries and time.monotonic() < deadline:
         specs = queue.pop(0)
         key = repr(specs)
@@ -393,7 +591,7 @@ def find_inputs(module: nn.Module, kwargs: dict[str, Any], budget_s: float,
         try:
             args = build_inputs(specs, seed=0)
             with torch.no_grad():
-                out = module(*args)
+                out = call(module, specs, args)
             if not _outputs_ok(out):
                 last = f"output has no tensor ({type(out).__name__})"
                 continue
@@ -402,24 +600,107 @@ def find_inputs(module: nn.Module, kwargs: dict[str, Any], budget_s: float,
             raise SynthesisError("abstract", f"forward raises NotImplementedError: {exc}")
         except (Exception, SystemExit) as exc:  # mined code may call sys.exit
             last = f"{type(exc).__name__}: {exc}"
+            last_line = blame(exc)
             first = first or last
+            reason = _classify(last, "")
+            if reason:
+                raise SynthesisError(reason, last)
             repairs = _repair_specs(specs, last, module)
             queue[:0] = repairs  # repairs of this guess first: depth-first like paritybench
     if "too large" in last or "size cap" in last:
         raise SynthesisError("inputs_too_large", last)
     detail = last if first == last else f"first guess: {first[:700]} | last guess: {last[:700]}"
-    raise SynthesisError("no_runnable_inputs", detail or "no guess tried")
+    raise SynthesisError("no_runnable_inputs", detail or "no guess tried", last_line)
+
+
+# --------------------------------------------------------------------------- checks
+def _same(a: Any, b: Any) -> bool:
+    ta, tb = _flatten(a), _flatten(b)
+    return len(ta) == len(tb) and all(x.shape == y.shape and torch.equal(x, y) for x, y in zip(ta, tb))
+
+
+def determinism(module: nn.Module, specs: list[dict], out: Any) -> str:
+    """``"ok"``, ``"eval"`` (deterministic once in eval mode: dropout the constructor could not
+    switch off) or ``"random"``: ``module`` run again on the same inputs under other seeds."""
+    args = build_inputs(specs, seed=0)
+    with torch.no_grad():
+        torch.manual_seed(1234)
+        again = call(module, specs, args)
+    if _same(out, again):
+        return "ok"
+    module.eval()
+    with torch.no_grad():
+        torch.manual_seed(1)
+        a = call(module, specs, args)
+        torch.manual_seed(2)
+        b = call(module, specs, args)
+    module.train()
+    return "eval" if _same(a, b) else "random"
+
+
+def _finite(out: Any) -> bool:
+    return all(bool(torch.isfinite(t).all()) for t in _flatten(out) if t.is_floating_point())
 
 
 # --------------------------------------------------------------------------- the task
-def model_wrapper(class_name: str, kwargs: dict[str, Any], doc: str) -> str:
-    """Source of ``class Model(<class_name>)`` taking ``kwargs``' names positionally."""
+def _forward_wrapper(specs: list[dict], module: nn.Module) -> list[str]:
+    """``Model.forward`` taking every input positionally, for inputs the mined forward takes by
+    keyword or as a pair; empty when the mined forward takes them as they are."""
+    if not any(s.get("arg") or s.get("pair") for s in specs):
+        return []
+    names = [n for n, _ in _forward_params(module)]
+    params, pos, kw, i, j = [], [], [], 0, 0
+    while i < len(specs):
+        s = specs[i]
+        if s.get("pair"):
+            a, b = f"{s['arg']}_0", f"{s['arg']}_1"
+            params += [a, b]
+            value = f"({a}, {b})"
+            i += 1
+        else:
+            name = s.get("arg") or (names[j] if j < len(names) else f"x{j}")
+            params.append(name)
+            value = name
+        if s.get("arg"):
+            kw.append(f"{s['arg']}={value}")
+        else:
+            pos.append(value)
+            j += 1
+        i += 1
+    return ["", f"    def forward(self, {', '.join(params)}):",
+            f"        return super().forward({', '.join(pos + kw)})"]
+
+
+def model_wrapper(class_name: str, kwargs: dict[str, Any], doc: str, eval_mode: bool = False,
+                  forward: list[str] = ()) -> str:
+    """Source of ``class Model(<class_name>)``.
+
+    Literal arguments become ``Model``'s positional parameters (``get_init_inputs()``),
+    configuration arguments too (as the dict of values the configuration is built with);
+    :class:`~curate.mine.guess.Expr` arguments are written in place.
+    """
     lines = [f"class Model({class_name}):", f'    """{doc}"""']
-    if kwargs:
-        names = list(kwargs)
-        lines += [f"    def __init__(self, {', '.join(names)}):",
-                  f"        super().__init__({', '.join(f'{n}={n}' for n in names)})"]
+    names = [n for n, v in kwargs.items() if not isinstance(v, Expr)]
+    if kwargs or eval_mode:
+        passed = []
+        for n, v in kwargs.items():
+            if isinstance(v, Expr):
+                passed.append(f"{n}={v.code}")
+            elif isinstance(v, ConfigArg):
+                passed.append(f"{n}={v.cls_name}(**{n})")
+            else:
+                passed.append(f"{n}={n}")
+        lines += [f"    def __init__(self{''.join(', ' + n for n in names)}):",
+                  f"        super().__init__({', '.join(passed)})"]
+        if eval_mode:
+            lines.append("        self.eval()  # dropout inside is not configurable: keep the problem deterministic")
+    lines += list(forward)
     return "\n".join(lines) + "\n"
+
+
+def init_args(kwargs: dict[str, Any]) -> list[Any]:
+    """``get_init_inputs()`` for ``kwargs``: literals, and configuration values as dicts."""
+    return [v.as_dict() if isinstance(v, ConfigArg) else v for v in kwargs.values() if not isinstance(v, Expr)]
 
 
 def _literal_ok(value: Any) -> bool:
@@ -437,49 +718,55 @@ def synthesize(closure_source: str, class_name: str, doc: str, budget_s: float =
     Raises:
         SynthesisError: with reasons ``load_error``, ``import_missing``, ``abstract``,
         ``constructor_failed``, ``no_forward``, ``no_runnable_inputs``, ``unserialisable_args``,
+        ``needs_network``, ``needs_data_files``, ``random_output``, ``nonfinite_output``,
         ``final_check_failed``.
     """
     t0 = time.monotonic()
-    ns: dict[str, Any] = {"__name__": "curate_mined"}
     try:
-        exec(compile(closure_source, "<mined>", "exec"), ns)
+        ns = exec_source(closure_source, "curate_mined")
     except ModuleNotFoundError as exc:
         raise SynthesisError("import_missing", str(exc))
     except (Exception, SystemExit) as exc:
-        raise SynthesisError("load_error", f"{type(exc).__name__}: {exc}")
+        msg = f"{type(exc).__name__}: {exc}"
+        raise SynthesisError(_classify(msg, "load_error"), msg)
     cls = ns.get(class_name)
     if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
         raise SynthesisError("not_a_module", f"{class_name} is not an nn.Module subclass at run time")
-    search = ConstructorSearch(cls)
+    search = ConstructorSearch(cls, ns)
     deadline = t0 + budget_s
     failures: list[SynthesisError] = []
     found = None
-    for _ in range(4):  # constructions tried; each gets part of the remaining budget
+    for _ in range(5):  # constructions tried; each gets part of the remaining budget
         got = search.next(deadline - 0.2 * budget_s)
         if got is None:
             break
         module, kwargs = got
-        if not all(_literal_ok(v) for v in kwargs.values()):
+        if not all(_literal_ok(v) for v in init_args(kwargs)):
             failures.append(SynthesisError("unserialisable_args", repr(kwargs)[:300]))
             continue
         try:
             specs, out = find_inputs(module, kwargs, max(1.0, 0.5 * (deadline - time.monotonic())),
                                      max_tries=60 if not failures else 20)
-            found = (kwargs, specs, out)
+            found = (module, kwargs, specs, out)
             break
         except SynthesisError as exc:
-            if exc.reason in ("no_forward", "abstract"):
+            if exc.reason in ("no_forward", "abstract", "needs_network", "needs_data_files", "import_missing"):
                 raise
             failures.append(exc)
-            if not search.feedback(kwargs, exc.detail):
+            if not search.feedback(kwargs, exc.detail, exc.line):
                 break  # blind constructor repairs rarely fix a forward error: stop here
     if found is None:
         if failures:
             raise failures[0]
-        raise SynthesisError("constructor_failed", search.last or "no guess tried")
-    kwargs, specs, out = found
-    code = assemble(closure_source + "\n\n" + model_wrapper(class_name, kwargs, doc), specs,
-                    list(kwargs.values()))
+        raise SynthesisError(_classify(search.last, "constructor_failed"), search.last or "no guess tried")
+    module, kwargs, specs, out = found
+    if not _finite(out):
+        raise SynthesisError("nonfinite_output", "the output holds NaN or infinity")
+    mode = determinism(module, specs, out)
+    if mode == "random":
+        raise SynthesisError("random_output", "two runs on the same inputs differ, in train and in eval mode")
+    wrapper = model_wrapper(class_name, kwargs, doc, mode == "eval", _forward_wrapper(specs, module))
+    code = assemble(closure_source + "\n\n" + wrapper, specs, init_args(kwargs))
     # Final check: the file alone builds Model(*get_init_inputs()) and runs get_inputs().
     try:
         prob = load_problem(code, "final")
@@ -490,7 +777,7 @@ def synthesize(closure_source: str, class_name: str, doc: str, budget_s: float =
         raise SynthesisError("final_check_failed", f"{type(exc).__name__}: {exc}")
     return {
         "code": code,
-        "init_args": list(kwargs.values()),
+        "init_args": init_args(kwargs),
         "input_spec": specs,
         "output_shapes": [list(t.shape) for t in _flatten(out) if isinstance(t, torch.Tensor)][:8],
         "seconds": time.monotonic() - t0,

@@ -1,0 +1,171 @@
+"""Estimate the mine stage's yield per source from a random sample of its nn.Module classes.
+
+Runs the same steps as ``curate mine`` (index, closure, sandboxed synthesis) on a seeded random
+sample of each source's candidate classes, and prints per source: classes found, sampled,
+kept, yield with a 95% Wilson interval, and the top reject reasons. Per-class outcomes go to
+``--jsonl`` for analysis.
+
+    .venv/bin/python benchmarks/mine_yield.py manifests/pypi-pytorch.yaml --per-source 60 \
+        --jsonl /tmp/yield.jsonl [--only timm,transformers]
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import json
+import math
+import pickle
+import random
+import sys
+import time
+from pathlib import Path
+
+import libcst as cst
+
+from curate.mine import default_cache
+from curate.mine.closure import ClosureError, Resolver, module_name
+from curate.mine.deps import dependency_roots
+from curate.mine.index import index_source
+from curate.mine.sources import SourceUnavailable, load_manifest, resolve
+from curate.mine.synthesize import synthesize_task
+from curate.sandbox import Sandbox
+
+
+def _memoise_module_code() -> None:
+    """``libcst.Module.code`` regenerates the whole file on each access, and the indexer reads
+    it once per class (quadratic in file size: transformers takes many minutes). Remember
+    the last module's code here, without touching the stage."""
+    fget = cst.Module.code.fget
+    last: list = [None, ""]
+
+    def code(self):
+        if last[0] is not self:
+            last[0], last[1] = self, fget(self)
+        return last[1]
+
+    cst.Module.code = property(code)
+
+
+def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
+    """95% Wilson score interval of a proportion k/n (Wilson 1927)."""
+    if n == 0:
+        return 0.0, 1.0
+    p = k / n
+    d = 1 + z * z / n
+    c = (p + z * z / (2 * n)) / d
+    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
+    return max(0.0, c - h), min(1.0, c + h)
+
+
+def _cache_path(source) -> Path:
+    return default_cache() / "yield-index" / f"{source.name}-{source.version}.pkl"
+
+
+def candidates(entry: dict) -> tuple[object, Resolver, list[tuple[str, str]]]:
+    """The source, a resolver over its files and its nn.Module classes as (module, class).
+
+    File indexes are cached per source version (parsing transformers with libcst takes
+    minutes on a shared 2-core machine); delete the cache after changing the indexer.
+    """
+    source = resolve(entry, default_cache())
+    cache = _cache_path(source)
+    indexes: dict = pickle.loads(cache.read_bytes()) if cache.exists() else {}
+    included = []
+    for path in source.files():
+        mod, is_pkg = module_name(source.root, path)
+        included.append(mod)
+        if mod not in indexes:
+            try:
+                indexes[mod] = index_source(path.read_text(errors="replace"), mod, is_pkg)
+            except Exception:
+                indexes[mod] = None
+    resolver = Resolver(source.root, {m: i for m, i in indexes.items() if i is not None}, source.importable,
+                        dependency_roots(entry, default_cache()))
+    found = [(mod, cls) for mod in included if indexes.get(mod) is not None
+             for cls in indexes[mod].classes if resolver.is_module_class(mod, cls)]
+    return source, resolver, sorted(found)
+
+
+def save_indexes(source, resolver: Resolver) -> None:
+    cache = _cache_path(source)
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    cache.write_bytes(pickle.dumps(resolver.indexes))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("manifest")
+    ap.add_argument("--per-source", type=int, default=60)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--only", default="", help="comma-separated source names")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--timeout-s", type=float, default=30.0)
+    ap.add_argument("--jsonl", default="")
+    ap.add_argument("--count-only", action="store_true", help="only count nn.Module classes per source")
+    args = ap.parse_args()
+    _memoise_module_code()
+    only = {s for s in args.only.split(",") if s}
+    sandbox = Sandbox(workers=args.workers, timeout_s=args.timeout_s, mem_mb=4096)
+    out = open(args.jsonl, "w") if args.jsonl else None
+    totals = collections.Counter()
+    rows = []
+    for entry in load_manifest(args.manifest):
+        if only and entry["name"] not in only:
+            continue
+        t0 = time.monotonic()
+        try:
+            source, resolver, found = candidates(entry)
+        except SourceUnavailable as exc:
+            print(f"{entry['name']}: unavailable: {exc}", file=sys.stderr)
+            continue
+        if args.count_only:
+            save_indexes(source, resolver)
+            print(f"{source.name:28s} {source.version:>10s} {str(source.licence)[:30]:30s} files {len(source.files()):5d} "
+                  f"classes {len(found):6d}", flush=True)
+            totals["found"] += len(found)
+            continue
+        sample = random.Random(f"{args.seed}|{entry['name']}").sample(found, min(args.per_source, len(found)))
+        outcomes: list[tuple[str, str, str]] = []  # (class, reason, detail)
+        tasks = []
+        for mod, cls in sample:
+            try:
+                closure = resolver.closure(mod, cls)
+            except ClosureError as exc:
+                outcomes.append((f"{mod}.{cls}", exc.reason, exc.detail))
+                continue
+            except RecursionError:
+                outcomes.append((f"{mod}.{cls}", "closure_too_deep", ""))
+                continue
+            tasks.append((f"{mod}.{cls}", (closure.source, cls, "sampled", args.timeout_s * 0.8)))
+        save_indexes(source, resolver)
+        for j, res in sandbox.map(synthesize_task, [(a, {}) for _, a in tasks]):
+            v = res.value if res.ok else {"ok": False, "reason": res.status, "detail": res.error}
+            outcomes.append((tasks[j][0], "kept" if v["ok"] else v["reason"], "" if v["ok"] else v["detail"]))
+        reasons = collections.Counter(r for _, r, _ in outcomes)
+        kept = reasons.pop("kept", 0)
+        n = len(outcomes)
+        lo, hi = wilson(kept, n)
+        rows.append((source.name, len(found), n, kept, lo, hi, reasons.most_common(4)))
+        totals["found"] += len(found)
+        totals["n"] += n
+        totals["kept"] += kept
+        totals["weighted"] += kept / max(n, 1) * len(found)
+        print(f"{source.name:28s} found {len(found):5d} sampled {n:3d} kept {kept:3d} "
+              f"yield {kept / max(n, 1):5.1%} [{lo:.0%}, {hi:.0%}]  {time.monotonic() - t0:5.0f}s  "
+              f"{dict(reasons.most_common(5))}", flush=True)
+        if out:
+            for name, reason, detail in outcomes:
+                out.write(json.dumps({"source": source.name, "class": name, "reason": reason,
+                                      "detail": detail[:600]}) + "\n")
+            out.flush()
+    if args.count_only:
+        print(f"total nn.Module classes: {totals['found']}")
+    if totals["n"]:
+        print(f"\nsampled {totals['n']} classes, kept {totals['kept']} ({totals['kept'] / totals['n']:.1%}); "
+              f"classes found {totals['found']}, estimated runnable {totals['weighted']:.0f} "
+              f"({totals['weighted'] / totals['found']:.1%} weighted by classes found)")
+
+
+if __name__ == "__main__":
+    main()

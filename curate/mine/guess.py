@@ -1,0 +1,355 @@
+"""First guesses and alternatives for the constructor arguments of a mined module.
+
+A guess for one parameter is one of three kinds of value:
+
+- a Python literal (int, float, bool, str, None, list, tuple): becomes a positional
+  argument of ``Model`` and an entry of ``get_init_inputs()``;
+- :class:`Expr`, source text evaluated in the problem file (``torch.nn.GELU``,
+  ``torch.nn.Linear(64, 64)``, a block class the file defines): written into ``Model``'s
+  ``__init__``, not an input, because it is not a literal;
+- :class:`ConfigArg`, a model configuration class of the file built from keyword
+  arguments: its init input is the dict of values it is built with.
+
+Guesses read the parameter's name, its annotation, its default, string literals the
+constructor compares it with, and the classes the problem file defines. Sizes are
+realistic (64 features or channels, heads 8, 32x32 images), and configurations are
+scaled down to a problem-sized model (width at most 512, 2 layers, vocabulary 1024)
+keeping head sizes and ratios (see :func:`scaled_config`).
+
+Only torch and the standard library are imported (this runs in sandbox workers).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import re
+import textwrap
+from typing import Any
+
+import torch
+from torch import nn
+
+C, HW, SEQ = 64, 32, 128
+MAX_WIDTH = 512
+MAX_LAYERS = 2
+MAX_VOCAB = 1024
+
+
+@dataclasses.dataclass(frozen=True)
+class Expr:
+    """Source text of a non-literal argument, evaluated in the problem's namespace."""
+
+    code: str
+
+
+@dataclasses.dataclass(frozen=True)
+class ConfigArg:
+    """A configuration class of the problem file, built as ``cls_name(**values)``."""
+
+    cls_name: str
+    values: tuple[tuple[str, Any], ...] = ()
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.values)
+
+    def with_value(self, key: str, value: Any) -> "ConfigArg":
+        return ConfigArg(self.cls_name, tuple(sorted({**self.as_dict(), key: value}.items())))
+
+
+def build(value: Any, ns: dict[str, Any]) -> Any:
+    """The object a guess stands for, in namespace ``ns``."""
+    if isinstance(value, Expr):
+        return eval(value.code, ns)
+    if isinstance(value, ConfigArg):
+        return ns[value.cls_name](**value.as_dict())
+    return value
+
+
+# --------------------------------------------------------------------------- names
+_INT_HINTS = [
+    (r"(^|_)(num_)?heads?$|^n_?heads?$|nhead|head_count", 8),
+    (r"kernel(_size)?$|^ksize$|^k$", 3),
+    (r"(^|_)idx$|layer_id|layer_index|^index$", 0),
+    (r"stride|dilation|upscale|downscale|^scale_factor$|^scale$|^factor$", 2),
+    (r"^groups?$|num_groups|n_groups", 1),
+    (r"padding|^pad$", 1),
+    (r"num_classes|n_classes|classes$|num_labels", 10),
+    (r"vocab|num_embeddings|n_vocab|n_tokens|num_tokens|codebook_size", 1000),
+    (r"depth|num_layers|n_layers|layers$|num_blocks|blocks$|n_blocks", 2),
+    (r"ratio|reduction|expansion|expand|mult", 4),
+    (r"seq_len|max_len|max_seq|max_position|context|block_size|num_positions|length|window$", SEQ),
+    (r"img_size|image_size|resolution|input_size|^size$|feat_size|grid_size|spatial", HW),
+    (r"window_size", 4),
+    (r"patch_size|patch$|^patch", 4),
+    (r"top_?k|k_?top", 2),
+    (r"in_chans$|in_channels$|^channels$|^in_ch$|^c_in$|num_channels|n_channels", C),
+    (r"experts", 4),
+    (r"bits$", 8),
+    (r"^n$|^num$|count$", 4),
+]
+_FLOAT_HINTS = [
+    (r"eps|epsilon", 1e-5),
+    (r"drop|dropout|^p$|prob|rate", 0.0),
+    (r"momentum", 0.1),
+    (r"beta|alpha|gamma|scale|temperature|tau|lambda|weight|margin|threshold|value|lr|theta|sigma|std", 1.0),
+]
+_BOOL_RE = (r"^(use_|is_|has_|with_|enable|bias|inplace|affine|batch_first|zero|learn|norm_|pre_|post_|"
+            r"residual|training|causal|return_|add_|apply_|do_|no_|skip|shared?_|share|flatten|"
+            r"pretrained|progress|channels_last|align_corners|ceil_mode|bidirectional)")
+_ACT_RE = r"(^|_)(act|activation|nonlinearity|act_layer|act_fn|activation_fn|acti|gate_fn|act_func)$"
+_NORM_RE = r"(^|_)(norm|norm_layer|norm_fn|normalization|norm_cls|norm_type|normalize)$"
+_MODULE_RE = r"^(fn|func|function|module|net|network|layer|block|body|inner|sublayer|model|wrapped|op|mlp|attn|f)$"
+_BLOCK_RE = r"(^|_)(block|block_fn|block_type|block_cls|layer_cls|blocks|cell)$"
+_CONFIG_RE = r"(^|_)(config|cfg|conf|args|params|hparams|opt|opts|hp|options)$"
+_SHAPE_RE = r"shape$|shapes$|sizes$|dims$|channels_list|hidden_sizes|features_list|widths$"
+
+ACT_CHOICES = [Expr("torch.nn.GELU"), Expr("torch.nn.ReLU"), Expr("torch.nn.GELU()"), Expr("torch.nn.functional.gelu")]
+NORM_CHOICES = [Expr("torch.nn.LayerNorm"), Expr("torch.nn.BatchNorm2d"), Expr("torch.nn.Identity")]
+MODULE_CHOICES = [Expr(f"torch.nn.Linear({C}, {C})"), Expr(f"torch.nn.Conv2d({C}, {C}, 3, padding=1)"),
+                  Expr("torch.nn.Identity()")]
+
+
+def _annotation_text(param: inspect.Parameter) -> str:
+    ann = param.annotation
+    if ann is inspect.Parameter.empty:
+        return ""
+    return ann if isinstance(ann, str) else getattr(ann, "__name__", str(ann))
+
+
+def _block_classes(ns: dict[str, Any], owner: type) -> list[Expr]:
+    """Module classes of the file that look like building blocks (``BasicBlock``, ...)."""
+    out = []
+    for name, obj in ns.items():
+        if (isinstance(obj, type) and issubclass(obj, nn.Module) and obj is not owner
+                and re.search(r"(Block|Bottleneck|Layer|Cell|Unit)$", name)
+                and not inspect.isabstract(obj)):
+            out.append(Expr(name))
+    return out[:4]
+
+
+def string_choices(cls: type, name: str) -> list[str]:
+    """String literals ``cls.__init__`` compares parameter ``name`` with (``mode == 'bilinear'``,
+    ``pool in {'cls', 'mean'}``), in source order."""
+    try:
+        src = textwrap.dedent(inspect.getsource(cls.__init__))
+    except (OSError, TypeError):
+        return []
+    out: list[str] = []
+    pat = rf"\b{re.escape(name)}\s*(?:==|!=|\bin\b|\bnot in\b)\s*([\[\(\{{][^\]\)\}}]*[\]\)\}}]|['\"][^'\"]*['\"])"
+    for m in re.finditer(pat, src):
+        out += [s for s in re.findall(r"['\"]([^'\"]*)['\"]", m.group(1)) if s not in out]
+    for m in re.finditer(rf"['\"]([\w\-]+)['\"]\s*(?:==|!=)\s*{re.escape(name)}\b", src):
+        if m.group(1) not in out:
+            out.append(m.group(1))
+    return out
+
+
+def config_classes(ns: dict[str, Any]) -> list[type]:
+    """Configuration classes defined in the problem file: transformers-style configurations
+    (a base named ``PreTrainedConfig``/``PretrainedConfig``) and dataclasses whose fields all
+    have defaults (``ModelArgs`` and the like)."""
+    out = []
+    for obj in list(ns.values()):
+        if not isinstance(obj, type) or issubclass(obj, nn.Module):
+            continue
+        if any(k.__name__ in ("PreTrainedConfig", "PretrainedConfig") for k in obj.__mro__[1:]):
+            out.append(obj)
+        elif dataclasses.is_dataclass(obj) and all(
+                f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+                for f in dataclasses.fields(obj)) and dataclasses.fields(obj):
+            out.append(obj)
+    return out
+
+
+def _config_for(name: str, ann: str, ns: dict[str, Any], owner: type) -> type | None:
+    configs = config_classes(ns)
+    if not configs:
+        return None
+    for word in re.findall(r"[A-Za-z_]\w*", ann):
+        for c in configs:
+            if c.__name__ == word:
+                return c
+    if not re.search(_CONFIG_RE, name.lower()) and "config" not in ann.lower():
+        return None
+    if ann and not any(w in ann for w in ("Config", "config", "Args", "Namespace", "Any")):
+        return None
+
+    def shared_prefix(c: type) -> int:
+        a, b = c.__name__.lower(), owner.__name__.lower()
+        return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+    return max(configs, key=lambda c: (shared_prefix(c), -len(c.__name__)))
+
+
+def guess(name: str, param: inspect.Parameter, cls: type, ns: dict[str, Any]) -> list[Any]:
+    """Guesses for constructor parameter ``name`` of ``cls``, best first."""
+    low = name.lower()
+    ann = _annotation_text(param)
+    config = _config_for(name, ann, ns, cls)
+    if config is not None:
+        return [ConfigArg(config.__name__, tuple(sorted(scaled_config(config).items())))]
+    ann_l = ann.lower()
+    if re.search(_ACT_RE, low) or "callable" in ann_l and re.search(r"act", low):
+        return ACT_CHOICES
+    if re.search(_NORM_RE, low) and ("str" not in ann_l):
+        return NORM_CHOICES
+    if re.search(_BLOCK_RE, low) and "int" not in ann_l:
+        return _block_classes(ns, cls) + MODULE_CHOICES
+    if re.search(_MODULE_RE, low) or re.search(r"\bmodule\b|nn\.module|callable", ann_l):
+        return MODULE_CHOICES + ACT_CHOICES[:1]
+    if ann_l == "bool" or re.search(_BOOL_RE, low):
+        return [False, True]
+    if ann_l in ("str", "optional[str]", "str | none") or re.search(r"(mode|type|kind|method|name|pool|"
+                                                                    r"padding_mode|reduction|style)$", low):
+        strings = string_choices(cls, name)
+        if strings:
+            return strings + [None]
+        if "act" in low:
+            return ["relu", "gelu"]
+        if "reduc" in low:
+            return ["mean", "sum"]
+        if "norm" in low:
+            return ["layer", "batch", "none"]
+        return ["", None]
+    if ann_l == "float" or any(re.search(p, low) for p, _ in _FLOAT_HINTS[:2]):
+        for pat, v in _FLOAT_HINTS:
+            if re.search(pat, low):
+                return [v, 0.5, 1.0]
+        return [1.0, 0.5]
+    if re.search(_SHAPE_RE, low) or re.search(r"(tuple|list|sequence)\[", ann_l):
+        if re.search(r"hidden_sizes|channels_list|widths|features_list|dims$", low):
+            return [[C, C], [C, 2 * C, 4 * C, 8 * C], C]
+        return [[C], (C, HW, HW), [HW, HW], C]
+    for pat, v in _INT_HINTS:
+        if re.search(pat, low):
+            return [v, C, 2, 1]
+    for pat, v in _FLOAT_HINTS[2:]:
+        if re.search(pat, low):
+            return [v, C]
+    return [C, 32, 2, 1, None]
+
+
+def optional_override(name: str, param: inspect.Parameter) -> Any:
+    """A value to pass instead of an optional parameter's default, or ``inspect.Parameter.empty``:
+    random layers off (dropout probabilities 0), no pretrained weights (no downloads), and the
+    feature sizes a ``None`` default leaves unset."""
+    low, default = name.lower(), param.default
+    if isinstance(default, float) and not isinstance(default, bool) and default > 0 and re.search(
+            r"drop|dropout|^p$|_p$|noise", low):
+        return 0.0
+    if default is True and re.search(r"pretrained|download|load_weights|progress|from_hub", low):
+        return False
+    if default is None and re.search(r"(^|_)(dim|channels|features|size|hidden|in_chans|embed_dim|"
+                                     r"hidden_dim|out_dim|d_model|width)$", low):
+        return C
+    return inspect.Parameter.empty
+
+
+def alternatives(value: Any, name: str) -> list[Any]:
+    """Other values to try for a parameter whose guess failed."""
+    if isinstance(value, (Expr, ConfigArg)):
+        return []
+    if isinstance(value, bool) or value is None:
+        return [True, False, None, C, 1, "relu"]
+    if isinstance(value, int):
+        return [v for v in (C, 32, 16, 8, 4, 3, 2, 1, 128, 256, [C, C], (3, 3), True, None) if v != value]
+    if isinstance(value, float):
+        return [0.5, 0.1, 1, 2.0, 0.0]
+    if isinstance(value, (list, tuple)):
+        return [C, [C], [C, C], (HW, HW), 3, [C, 2 * C, 4 * C, 8 * C]]
+    return [C, None, 1, True, "relu"]
+
+
+# --------------------------------------------------------------------------- configurations
+_WIDTH_RE = re.compile(r"(hidden_size|d_model|n_embd|embed_dim|hidden_dim|^dim$|d_ff|ffn_dim|intermediate_size|"
+                       r"n_inner|_ffn_dim|d_inner|inner_dim|projection_dim|proj_dim|mlp_dim|_size$|_dim$|"
+                       r"width|channels)")
+_NOT_WIDTH_RE = re.compile(r"vocab|position|image|img|patch|kernel|window|batch|bucket|chunk|(^|_)max_|sample|"
+                           r"stride|pool|head_dim|group|(^|_)num_|(^|_)n_|length|seq|spatial|sliding|rope|"
+                           r"rotary|expert|codebook|_len|period|frames|mel|fft|hop|bins|buckets|freq")
+_HEADS_RE = re.compile(r"(num_attention_heads|num_heads|n_head|n_heads|encoder_attention_heads|"
+                       r"decoder_attention_heads|num_key_value_heads|num_kv_heads|n_kv_heads|heads)$")
+_LAYERS_RE = re.compile(r"(num_hidden_layers|num_layers|n_layer|n_layers|encoder_layers|decoder_layers|"
+                        r"num_decoder_layers|num_encoder_layers|depth|layers)$")
+_EXPERTS_RE = re.compile(r"(num_experts|num_local_experts|n_routed_experts|moe_num_experts|n_experts)$")
+_TOPK_RE = re.compile(r"(num_experts_per_tok|experts_per_token|moe_topk|top_k|topk)$")
+_WIDTH_KEYS = ("hidden_size", "d_model", "n_embd", "embed_dim", "hidden_dim", "dim", "width", "n_inner")
+
+
+def scaled_config(config_cls: type, max_width: int = MAX_WIDTH) -> dict[str, Any]:
+    """Keyword values that build ``config_cls`` as a problem-sized model.
+
+    Builds the class's defaults, then divides width-like integers by ``width / max_width``
+    (rounded to multiples of 8), head counts by the same factor (head size kept, at least one
+    head, key/value groups kept), caps layer counts at :data:`MAX_LAYERS`, the vocabulary at
+    :data:`MAX_VOCAB` (token ids above it moved inside), experts at 4 (2 per token), and sets
+    dropout probabilities to 0 (problems must be deterministic). Returns only changed values.
+    Sub-configurations (attributes that are configurations themselves) are scaled the same way
+    and returned as dicts.
+    """
+    try:
+        cfg = config_cls()
+    except Exception:
+        return {}
+    values = {k: v for k, v in vars(cfg).items() if not k.startswith("_")}
+    out: dict[str, Any] = {}
+    width_key = next((k for k in _WIDTH_KEYS if isinstance(values.get(k), int)
+                      and not isinstance(values.get(k), bool)), None)
+    width = values[width_key] if width_key else None
+    heads = {k: v for k, v in values.items() if isinstance(v, int) and not isinstance(v, bool)
+             and _HEADS_RE.search(k)}
+    main_heads = next((heads[k] for k in heads if "key_value" not in k and "kv" not in k), None)
+    ratio = 1.0  # old width / new width
+    new_heads = main_heads
+    if width and width > max_width:
+        if main_heads and width % main_heads == 0:  # keep the head size: fewer heads
+            new_heads = max(1, main_heads // max(1, width // max_width))
+            out[width_key] = new_heads * (width // main_heads)
+        else:
+            out[width_key] = max_width
+        ratio = width / out[width_key]
+    for k, v in values.items():
+        if isinstance(v, bool):
+            continue
+        if isinstance(v, float) and re.search(r"drop|dropout", k) and v > 0:
+            out[k] = 0.0
+        elif isinstance(v, int) and _LAYERS_RE.search(k) and v > MAX_LAYERS:
+            out[k] = MAX_LAYERS
+        elif isinstance(v, int) and k.endswith("vocab_size") and v > MAX_VOCAB:
+            out[k] = MAX_VOCAB
+        elif isinstance(v, int) and _EXPERTS_RE.search(k) and v > 4:
+            out[k] = 4
+        elif isinstance(v, int) and _TOPK_RE.search(k) and v > 2:
+            out[k] = 2
+        elif k in out:
+            continue
+        elif isinstance(v, int) and k in heads and ratio > 1:
+            if ("key_value" in k or "kv" in k) and main_heads:
+                group = max(1, main_heads // v) if v else 1
+                out[k] = max(1, new_heads // group)
+            elif v == main_heads:
+                out[k] = new_heads
+            else:
+                out[k] = max(1, round(v / ratio))
+        elif (isinstance(v, int) and ratio > 1 and v >= 256
+              and (k in _WIDTH_KEYS or _WIDTH_RE.search(k) and not _NOT_WIDTH_RE.search(k))):
+            out[k] = max(8, round(v / ratio / 8) * 8)
+        elif isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v) \
+                and re.search(r"depths$|layers$|num_blocks$", k) and max(v) > 1:
+            out[k] = [1] * len(v)
+        elif hasattr(v, "__dict__") and type(v).__name__.endswith("Config") and type(v) is not config_cls:
+            sub = scaled_config(type(v), max_width)
+            if sub:
+                out[k] = sub
+    vocab = out.get("vocab_size", values.get("vocab_size"))
+    if isinstance(vocab, int):
+        for k, v in values.items():
+            if k.endswith("token_id") and isinstance(v, int) and not isinstance(v, bool) and v >= vocab:
+                out[k] = vocab - 1
+    return out
+
+
+def to_source(value: Any) -> str:
+    """Source text for a guess inside ``Model.__init__``."""
+    return value.code if isinstance(value, Expr) else repr(value)

@@ -1,0 +1,56 @@
+"""Torch-only stand-ins for third-party modules that mined code imports.
+
+Each file here is our own code standing in for one module (named in :data:`STAND_INS`). The
+closure (:mod:`curate.mine.closure`) resolves an import from such a module to the stand-in's
+definition, when it has one, and copies it into the problem like any other dependency, so
+problems stay runnable with torch alone. A stand-in reproduces the behaviour mined modules
+rely on (tested against the real package where it can be installed), not the whole API.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+_DIR = Path(__file__).parent
+
+#: module name -> file of its stand-in
+STAND_INS: dict[str, str] = {
+    "einops": "einops.py",
+    "einops.layers.torch": "einops_layers_torch.py",
+    "transformers.utils": "transformers_utils.py",
+    "transformers.utils.generic": "transformers_reexports.py",
+    "transformers.utils.import_utils": "transformers_reexports.py",
+    "transformers.utils.logging": "transformers_utils_logging.py",
+    "transformers.utils.output_capturing": "transformers_utils_output_capturing.py",
+    "transformers.file_utils": "transformers_reexports.py",
+    "transformers.processing_utils": "transformers_processing_utils.py",
+    "transformers.modeling_flash_attention_utils": "transformers_modeling_flash_attention_utils.py",
+    "transformers.integrations": "transformers_integrations.py",
+    "transformers.integrations.hub_kernels": "transformers_reexports.py",
+    "transformers.integrations.accelerate": "transformers_reexports.py",
+    "transformers.integrations.deepspeed": "transformers_reexports.py",
+    "transformers.integrations.fsdp": "transformers_reexports.py",
+    "transformers.integrations.moe": "transformers_reexports.py",
+    "transformers.modeling_utils": "transformers_modeling_utils.py",
+    "transformers.modeling_layers": "transformers_modeling_layers.py",
+    "transformers.generation": "transformers_generation.py",
+    "transformers.cache_utils": "transformers_cache_utils.py",
+    "transformers.masking_utils": "transformers_masking_utils.py",
+    "transformers.modeling_rope_utils": "transformers_modeling_rope_utils.py",
+    "transformers.configuration_utils": "transformers_configuration_utils.py",
+    "transformers.utils.type_validators": "transformers_utils_type_validators.py",
+    "huggingface_hub.dataclasses": "huggingface_hub_dataclasses.py",
+    "transformers.models.auto": "transformers_models_auto.py",
+    "transformers.models.auto.configuration_auto": "transformers_models_auto.py",
+    "packaging": "packaging.py",
+    "packaging.version": "packaging_version.py",
+    "huggingface_hub": "huggingface_hub.py",
+    "huggingface_hub.utils": "huggingface_hub.py",
+    "curate.unavailable": "unavailable.py",
+}
+
+
+def path(module: str) -> Path | None:
+    """The stand-in file for ``module``, or None."""
+    name = STAND_INS.get(module)
+    return _DIR / name if name else None

@@ -1,0 +1,3 @@
+"""Stand-in for ``transformers.processing_utils``: only the ``Unpack`` type hint."""
+
+from typing_extensions import Unpack

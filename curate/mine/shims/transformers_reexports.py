@@ -1,0 +1,37 @@
+"""Stand-ins re-exported under the other transformers module names that modeling files use."""
+
+from transformers.integrations import (
+    force_accelerate_hooks,
+    is_deepspeed_zero3_enabled,
+    is_fsdp_managed_module,
+    use_experts_implementation,
+    use_kernel_forward_from_hub,
+    use_kernel_func_from_hub_with_fallback,
+    use_kernelized_func,
+)
+from transformers.utils import (
+    ModelOutput,
+    TransformersKwargs,
+    accepts_precomputed_kwargs,
+    can_return_tuple,
+    check_model_inputs,
+    is_flash_attention_requested,
+    is_accelerate_available,
+    is_flash_attn_2_available,
+    is_flash_attn_available,
+    is_kernels_available,
+    is_mambapy_available,
+    is_peft_available,
+    is_scipy_available,
+    is_torch_available,
+    is_torch_flex_attn_available,
+    is_torch_fx_proxy,
+    is_torch_greater_or_equal,
+    is_torchdynamo_compiling,
+    is_torchdynamo_exporting,
+    requires_backends,
+    maybe_autocast,
+    merge_with_config_defaults,
+    torch_compilable_check,
+    torch_int,
+)

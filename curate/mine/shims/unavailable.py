@@ -1,0 +1,25 @@
+"""A stand-in for a module a mined problem cannot import (a package other than torch).
+
+The closure binds the names mined code imports from such a module to placeholders made
+here, instead of rejecting the class outright: code that only mentions the module (an
+``isinstance(x, np.ndarray)`` check, a branch that is not taken, an annotation) still runs,
+and code that uses it raises ``ImportError`` naming the module, which the synthesizer
+records as ``import_missing``. A placeholder is a class, so attribute chains
+(``np.random.rand``) give further placeholders and ``isinstance`` checks against them are
+simply false; calling one raises.
+"""
+
+
+class _UnavailableMeta(type):
+    def __getattr__(cls, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        return _UnavailableMeta(f"{cls.__name__}.{attr}", (), {})
+
+    def __call__(cls, *args, **kwargs):
+        raise ImportError(f"{cls.__name__} is not available to this problem (it needs a package other than torch)")
+
+
+def unavailable(name):
+    """A placeholder for module (or module attribute) ``name``."""
+    return _UnavailableMeta(name, (), {})
