@@ -368,3 +368,85 @@ def test_string_choices_and_callables_are_guessed():
     assert prob["init_args"] == [64, "avg"]
     assert "act_layer=torch.nn.GELU" in prob["code"]
     run_alone(prob["code"])
+
+
+# --------------------------------------------------------------------------- through the stage
+def _write(root: Path, rel: str, text: str) -> None:
+    path = root / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text))
+
+
+def test_stage_copies_manifest_deps_and_keeps_both_kinds_of_network_reason(tmp_path: Path, monkeypatch):
+    """`curate mine` follows imports into a source's manifest ``deps`` (scan and closure get
+    their roots), with provenance; in the guarded sandbox an actual connection is refused as
+    ``network``, while a stand-in that declines to download gives ``needs_network`` and a
+    missing weights file ``needs_data_files``."""
+    from curate.mine import stage
+    from curate.table import read_problems, read_rejected
+
+    dep = tmp_path / "dep"
+    _write(dep, "helperlib/__init__.py", "")
+    _write(dep, "helperlib/ops.py", """
+        import torch
+        def double(x):
+            return torch.tanh(x) * 2
+    """)
+    src = tmp_path / "repo"
+    _write(src, "pkg/__init__.py", "")
+    _write(src, "pkg/layers.py", """
+        import socket
+        import torch
+        from torch import nn
+        from helperlib.ops import double
+        from huggingface_hub import hf_hub_download
+
+        class Doubler(nn.Module):
+            def forward(self, x):
+                return double(x)
+
+        class FromHub(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = torch.load(hf_hub_download("org/model", "w.pt"))
+            def forward(self, x):
+                return x
+
+        class LoadsWeights(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = torch.load("checkpoints/model.pt")
+            def forward(self, x):
+                return x
+
+        class Connects(nn.Module):
+            def forward(self, x):
+                try:
+                    socket.socket().connect(("127.0.0.1", 9))
+                except OSError:
+                    pass
+                return x
+    """)
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text(f"sources:\n  - {{kind: dir, name: repo, path: {src}, "
+                        f"deps: [{{name: helperlib, version: '1.0'}}]}}\n")
+    seen = []
+
+    def roots(entry, cache):
+        seen.append(entry.get("deps"))
+        return [(dep, "helperlib 1.0 (MIT)")]
+
+    monkeypatch.setattr(stage, "dependency_roots", roots)
+    stats = stage.run(manifest, tmp_path / "out", workers=2, timeout_s=30, mem_mb=2048)
+    assert seen == [[{"name": "helperlib", "version": "1.0"}]]
+    assert stats["in"] == stats["kept"] + stats["rejected"] == 4
+    kept = read_problems(tmp_path / "out" / "mine")
+    assert kept["name"].to_list() == ["repo.Doubler"]
+    code = kept["code"][0]
+    assert "# includes code from helperlib 1.0 (MIT): helperlib.ops" in code and "def double(x)" in code
+    assert "helperlib" not in imported(code)
+    run_alone(code)
+    rej = read_rejected(tmp_path / "out" / "mine")
+    reasons = dict(zip(rej["name"].to_list(), rej["reject_reason"].to_list()))
+    assert reasons == {"repo.FromHub": "needs_network", "repo.LoadsWeights": "needs_data_files",
+                       "repo.Connects": "network"}

@@ -55,6 +55,7 @@ def _cst_index(item: tuple[str, str, bool]) -> bool:
 def one_run(entries: list[dict], ex: Executor, cache: Path) -> dict[str, Any]:
     """Mine ``entries`` up to (not including) synthesis; figures and the built tasks."""
     from curate.mine import closures
+    from curate.mine.deps import dependency_roots
     from curate.mine.scan import scan
     from curate.mine.sources import SourceUnavailable, resolve
 
@@ -74,9 +75,10 @@ def one_run(entries: list[dict], ex: Executor, cache: Path) -> dict[str, Any]:
             print(f"skipped {entry['name']}: {str(exc)[-200:]}", file=sys.stderr)
             continue
         files = source.files()
+        deps = dependency_roots(entry, cache)
         sec["resolve"] += time.monotonic() - t
         cpu["resolve"] += cpu_time(ex) - c
-        found = scan(source, ex, files)
+        found = scan(source, ex, files, deps)
         for k, v in found.seconds.items():
             sec[k] += v
             cpu[k] += found.cpu_seconds[k]

@@ -21,6 +21,7 @@ import resource
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Sequence
 
 from curate.executor import Executor
 from curate.mine.closure import ClosureError, Resolver, module_name
@@ -33,8 +34,9 @@ class FileResolver(Resolver):
     """A :class:`~curate.mine.closure.Resolver` that remembers which module files exist:
     closures ask for the same few hundred modules hundreds of thousands of times."""
 
-    def __init__(self, root: Path, indexes: dict, importable: frozenset[str] = frozenset()):
-        super().__init__(root, indexes, importable)
+    def __init__(self, root: Path, indexes: dict, importable: frozenset[str] = frozenset(),
+                 dependencies: Sequence[tuple[Path, str]] = ()):
+        super().__init__(root, indexes, importable, dependencies)
         self._paths: dict[str, Path | None] = {}
 
     def module_path(self, module: str) -> Path | None:
@@ -98,11 +100,15 @@ def index_file(item: tuple[str, str, bool]) -> tuple[FileIndex | None, str]:
         return None, f"{type(exc).__name__}: {first}"
 
 
-def scan(source: Source, executor: Executor, files: list[Path] | None = None) -> Scan:
+def scan(source: Source, executor: Executor, files: list[Path] | None = None,
+         dependencies: Sequence[tuple[Path, str]] = ()) -> Scan:
     """Prefilter, index and find the ``nn.Module`` subclasses of ``source``'s files.
 
     Args:
         files: the files to scan (default: :meth:`Source.files`).
+        dependencies: ``(root, label)`` of the source's dependency packages
+            (:func:`curate.mine.deps.dependency_roots`): closures may copy their code, and
+            base classes are followed into them. Their files are not candidates.
     """
     files = source.files() if files is None else files
     t0, c0 = time.monotonic(), cpu_time(executor)
@@ -123,7 +129,8 @@ def scan(source: Source, executor: Executor, files: list[Path] | None = None) ->
 
     # a file that does not parse is remembered as None, so no lookup parses it again
     indexes: dict[str, FileIndex | None] = {mod: idx for (_, mod, _), (idx, _) in zip(items, results)}
-    result = Scan(source, FileResolver(source.root, indexes, source.importable), files=len(files),
+    result = Scan(source, FileResolver(source.root, indexes, source.importable, dependencies),
+                  files=len(files),
                   skipped=[f.relative_to(source.root).as_posix() for f in skipped],
                   eager=sum(1 for i in indexes.values() if i is not None))
     for f, (_, mod, _), (idx, err) in zip(kept, items, results):

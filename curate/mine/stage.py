@@ -16,6 +16,7 @@ import polars as pl
 from curate.executor import Executor, LocalExecutor, make_executor
 from curate.journal import Journal, content_key
 from curate.mine import default_cache
+from curate.mine.deps import dependency_roots
 from curate.mine.scan import Scan, closure_sources, scan
 from curate.mine.sources import Source, SourceUnavailable, load_manifest, resolve
 from curate.mine.synthesize import synthesize_task
@@ -120,8 +121,9 @@ def _run(manifest: Path | str, out: Path | str, entries: list[dict], cache: Path
             rows_in += 1
             continue
         files = source.files()
+        deps = dependency_roots(entry, cache)  # manifest `deps`: packages whose code may be copied
         phases["resolve"] += time.monotonic() - t
-        found = scan(source, ex, files)
+        found = scan(source, ex, files, deps)
         for k, v in found.seconds.items():
             phases[k] += v
         for rel, err in found.broken:
