@@ -1,6 +1,6 @@
 """Estimate the mine stage's yield per source from a random sample of its nn.Module classes.
 
-Runs the same steps as ``curate mine`` (index, closure, sandboxed synthesis) on a seeded random
+Runs the same steps as ``curate mine`` (scan, closure, guarded sandboxed synthesis) on a seeded random
 sample of each source's candidate classes, and prints per source: classes found, sampled,
 kept, yield with a 95% Wilson interval, and the top reject reasons. Per-class outcomes go to
 ``--jsonl`` for analysis.
@@ -15,36 +15,18 @@ import argparse
 import collections
 import json
 import math
-import pickle
 import random
 import sys
 import time
-from pathlib import Path
 
-import libcst as cst
-
+from curate.executor import Executor, make_executor
 from curate.mine import default_cache
-from curate.mine.closure import ClosureError, Resolver, module_name
+from curate.mine.closure import ClosureError, Resolver
 from curate.mine.deps import dependency_roots
-from curate.mine.index import index_source
+from curate.mine.scan import scan
 from curate.mine.sources import SourceUnavailable, load_manifest, resolve
 from curate.mine.synthesize import synthesize_task
-from curate.sandbox import Sandbox
-
-
-def _memoise_module_code() -> None:
-    """``libcst.Module.code`` regenerates the whole file on each access, and the indexer reads
-    it once per class (quadratic in file size: transformers takes many minutes). Remember
-    the last module's code here, without touching the stage."""
-    fget = cst.Module.code.fget
-    last: list = [None, ""]
-
-    def code(self):
-        if last[0] is not self:
-            last[0], last[1] = self, fget(self)
-        return last[1]
-
-    cst.Module.code = property(code)
+from curate.sandbox import FILESYSTEM, NETWORK, PROCESS
 
 
 def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
@@ -58,39 +40,13 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return max(0.0, c - h), min(1.0, c + h)
 
 
-def _cache_path(source) -> Path:
-    return default_cache() / "yield-index" / f"{source.name}-{source.version}.pkl"
-
-
-def candidates(entry: dict) -> tuple[object, Resolver, list[tuple[str, str]]]:
-    """The source, a resolver over its files and its nn.Module classes as (module, class).
-
-    File indexes are cached per source version (parsing transformers with libcst takes
-    minutes on a shared 2-core machine); delete the cache after changing the indexer.
-    """
+def candidates(entry: dict, executor: Executor) -> tuple[object, Resolver, list[tuple[str, str]]]:
+    """The source, a resolver over its files (and its manifest ``deps``) and its nn.Module
+    classes as (module, class), found by the mine stage's own scan (prefilter, ``ast`` index,
+    base-class resolution)."""
     source = resolve(entry, default_cache())
-    cache = _cache_path(source)
-    indexes: dict = pickle.loads(cache.read_bytes()) if cache.exists() else {}
-    included = []
-    for path in source.files():
-        mod, is_pkg = module_name(source.root, path)
-        included.append(mod)
-        if mod not in indexes:
-            try:
-                indexes[mod] = index_source(path.read_text(errors="replace"), mod, is_pkg)
-            except Exception:
-                indexes[mod] = None
-    resolver = Resolver(source.root, {m: i for m, i in indexes.items() if i is not None}, source.importable,
-                        dependency_roots(entry, default_cache()))
-    found = [(mod, cls) for mod in included if indexes.get(mod) is not None
-             for cls in indexes[mod].classes if resolver.is_module_class(mod, cls)]
-    return source, resolver, sorted(found)
-
-
-def save_indexes(source, resolver: Resolver) -> None:
-    cache = _cache_path(source)
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    cache.write_bytes(pickle.dumps(resolver.indexes))
+    found = scan(source, executor, None, dependency_roots(entry, default_cache()))
+    return source, found.resolver, [(mod, cls) for _, mod, cls in found.candidates]
 
 
 def main() -> None:
@@ -104,9 +60,8 @@ def main() -> None:
     ap.add_argument("--jsonl", default="")
     ap.add_argument("--count-only", action="store_true", help="only count nn.Module classes per source")
     args = ap.parse_args()
-    _memoise_module_code()
     only = {s for s in args.only.split(",") if s}
-    sandbox = Sandbox(workers=args.workers, timeout_s=args.timeout_s, mem_mb=4096)
+    ex = make_executor("local", args.workers)
     out = open(args.jsonl, "w") if args.jsonl else None
     totals = collections.Counter()
     rows = []
@@ -115,12 +70,11 @@ def main() -> None:
             continue
         t0 = time.monotonic()
         try:
-            source, resolver, found = candidates(entry)
+            source, resolver, found = candidates(entry, ex)
         except SourceUnavailable as exc:
             print(f"{entry['name']}: unavailable: {exc}", file=sys.stderr)
             continue
         if args.count_only:
-            save_indexes(source, resolver)
             print(f"{source.name:28s} {source.version:>10s} {str(source.licence)[:30]:30s} files {len(source.files()):5d} "
                   f"classes {len(found):6d}", flush=True)
             totals["found"] += len(found)
@@ -138,9 +92,12 @@ def main() -> None:
                 outcomes.append((f"{mod}.{cls}", "closure_too_deep", ""))
                 continue
             tasks.append((f"{mod}.{cls}", (closure.source, cls, "sampled", args.timeout_s * 0.8)))
-        save_indexes(source, resolver)
-        for j, res in sandbox.map(synthesize_task, [(a, {}) for _, a in tasks]):
+        # the stage's sandbox: guarded, so network/filesystem/process refusals count as there
+        calls = [(a, {}) for _, a in tasks]
+        for j, res in ex.sandboxed(synthesize_task, calls, timeout_s=args.timeout_s, mem_mb=4096, guard=True):
             v = res.value if res.ok else {"ok": False, "reason": res.status, "detail": res.error}
+            if res.status in (NETWORK, FILESYSTEM, PROCESS):
+                print(f"  guard refused {tasks[j][0]}: {res.status}: {res.error[:160]}", file=sys.stderr)
             outcomes.append((tasks[j][0], "kept" if v["ok"] else v["reason"], "" if v["ok"] else v["detail"]))
         reasons = collections.Counter(r for _, r, _ in outcomes)
         kept = reasons.pop("kept", 0)
@@ -159,6 +116,7 @@ def main() -> None:
                 out.write(json.dumps({"source": source.name, "class": name, "reason": reason,
                                       "detail": detail[:600]}) + "\n")
             out.flush()
+    ex.close()
     if args.count_only:
         print(f"total nn.Module classes: {totals['found']}")
     if totals["n"]:
