@@ -11,9 +11,16 @@ that could not be had; each ends kept or rejected with a reason. Files the prefi
 rules out (no top-level ``class Name(``) cannot hold a problem: they are counted per source
 in ``stats.json`` (``files``, ``prefilter_skipped``), not rows.
 
+A manifest entry's ``deps`` (other pinned PyPI packages) are downloaded too: closures may
+copy their code, with its provenance in a comment. Imports of einops, packaging and pieces
+of transformers' infrastructure resolve to torch-only stand-ins (:mod:`curate.mine.shims`).
+
 Mined code that reaches for the network, writes outside its working folder or starts
 processes is stopped at the first attempt and rejected as ``network``, ``filesystem`` or
-``process`` (see :mod:`curate.sandbox`).
+``process`` (see :mod:`curate.sandbox`). Synthesis itself rejects code whose errors show it
+needs a download or data files it does not have (``needs_network``, ``needs_data_files``,
+e.g. a stand-in that refuses to fetch weights), and modules whose output is non-finite or
+differs between two runs on the same inputs (``nonfinite_output``, ``random_output``).
 
 Resumable: each synthesis outcome is appended to ``OUT/mine/_journal.jsonl`` as it finishes;
 a run killed half-way and started again with the same manifest and settings synthesizes

@@ -19,7 +19,10 @@ Kinds:
 - ``git``: a git repository cloned at ``ref`` (needs a network that reaches ``uri``).
 
 ``include`` / ``exclude`` are glob patterns relative to the source root (``**`` allowed);
-by default test folders are excluded.
+by default test folders are excluded. ``deps`` lists other pinned PyPI packages whose code
+the source's modules may copy (:mod:`curate.mine.deps`)::
+
+      - {kind: pypi, name: timm, version: "1.0.31", deps: [{name: torchvision, version: "0.29.1"}]}
 """
 
 from __future__ import annotations
