@@ -19,7 +19,9 @@ where the rest of curate's dependencies are absent.
 
 from __future__ import annotations
 
+import hashlib
 import json
+import linecache
 import math
 from typing import Any
 
@@ -114,6 +116,9 @@ def dumps(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"))
 
 
+_SOURCES: list[str] = []  # linecache entries made by load_problem, oldest first
+
+
 def load_problem(code: str, name: str = "problem") -> dict[str, Any]:
     """Execute KernelBench-format ``code`` in a fresh namespace.
 
@@ -123,8 +128,16 @@ def load_problem(code: str, name: str = "problem") -> dict[str, Any]:
         ProblemLoadError: the code raised while executing or lacks one of the three names.
     """
     namespace: dict[str, Any] = {"__name__": f"curate_problem_{name}"}
+    # the source goes into linecache under the code's file name, so inspect.getsource works
+    # on its functions: Triton's @jit reads a kernel's source that way, and refuses (ValueError
+    # "@jit functions should be defined in a Python file") code that has none
+    filename = f"<curate-problem {name} {hashlib.sha1(code.encode()).hexdigest()[:12]}>"
+    linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
+    _SOURCES.append(filename)
+    while len(_SOURCES) > 64:  # a persistent worker loads thousands of problems
+        linecache.cache.pop(_SOURCES.pop(0), None)
     try:
-        exec(compile(code, f"<{name}>", "exec"), namespace)
+        exec(compile(code, filename, "exec"), namespace)
     except Exception as exc:  # untrusted code: any failure is a load error
         raise ProblemLoadError(f"{type(exc).__name__}: {exc}") from exc
     missing = [n for n in ("Model", "get_inputs", "get_init_inputs") if n not in namespace]
