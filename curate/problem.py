@@ -19,6 +19,7 @@ where the rest of curate's dependencies are absent.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import linecache
 import math
@@ -117,19 +118,27 @@ def dumps(obj: Any) -> str:
     return json.dumps(obj, sort_keys=True, separators=(",", ":"))
 
 
+_SOURCES: list[str] = []  # linecache entries made by exec_source, oldest first
+
+
 def exec_source(code: str, name: str) -> dict[str, Any]:
     """Execute ``code`` as a module named ``name``; return its namespace.
 
     The module is registered in ``sys.modules`` while it runs: ``dataclasses`` looks a class's
     module up there to read string annotations (``from __future__ import annotations``), so
     an unregistered namespace cannot define a dataclass. Its source is put in ``linecache``
-    (``inspect.getsource`` and tracebacks show it). Exceptions propagate.
+    under a file name unique to the code, so ``inspect.getsource`` works on its functions:
+    Triton's ``@jit`` reads a kernel's source that way and refuses (ValueError "@jit functions
+    should be defined in a Python file") code that has none. Exceptions propagate.
     """
     module = types.ModuleType(name)
     previous = sys.modules.get(name)
     sys.modules[name] = module
-    filename = f"<{name}>"
-    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)  # for inspect.getsource
+    filename = f"<{name} {hashlib.sha1(code.encode()).hexdigest()[:12]}>"
+    linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
+    _SOURCES.append(filename)
+    while len(_SOURCES) > 64:  # a persistent worker loads thousands of problems
+        linecache.cache.pop(_SOURCES.pop(0), None)
     try:
         exec(compile(code, filename, "exec"), module.__dict__)
     finally:

@@ -278,3 +278,54 @@ def test_bench_times_a_kernelbench_problem_against_published_figures(tmp_path):
     assert summary["eager"]["n"] == 1
     assert summary["eager"]["median_ratio_mean_to_published"] == pytest.approx(
         rec["eager"]["mean_ms"] / published["eager_ms"])
+
+
+TRITON_PROBLEM = '''
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def _double(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) * 2, mask=mask)
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        out = torch.empty_like(x)
+        _double[(triton.cdiv(x.numel(), 64),)](x, out, x.numel(), BLOCK=64)
+        return out
+
+
+def get_inputs():
+    return [torch.randn(100)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_problem_with_a_triton_kernel_loads_and_runs_from_its_code_string():
+    # Triton's @jit (compiled mode, as on a GPU) reads the kernel's source with inspect; code
+    # executed from a string has none unless the loader registers it (on the H100 this was a
+    # load_error). Decorating needs no GPU; running it here needs the interpreter.
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    compiled_mode = subprocess.run(
+        [sys.executable, "-c", "import sys; from curate.problem import load_problem\n"
+         "ns = load_problem(sys.stdin.read(), 'triton_double'); print(type(ns['_double']).__name__)"],
+        input=TRITON_PROBLEM, capture_output=True, text=True, timeout=300, env=env)
+    assert compiled_mode.stdout.strip() == "JITFunction", compiled_mode.stderr[-2000:]
+    child = subprocess.run(
+        [sys.executable, "-c",
+         "import sys, torch; from curate.problem import load_problem\n"
+         "ns = load_problem(sys.stdin.read(), 'triton_double')\n"
+         "x = ns['get_inputs']()[0]\n"
+         "assert torch.equal(ns['Model']()(x), x * 2)\nprint('ok')\n"],
+        input=TRITON_PROBLEM, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "TRITON_INTERPRET": "1"})
+    assert child.stdout.strip() == "ok", child.stderr[-2000:]

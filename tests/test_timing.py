@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import math
 import random
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -170,8 +172,13 @@ def test_side_stream_work_is_inside_the_timed_interval_and_graph_replay():
     x = torch.randn(64, device="cuda")
     graph = timing.time_cuda_graph(lambda: (x * 2).relu_(), 20)
     assert len(graph) == 20 and min(graph) > 0
-    with pytest.raises(RuntimeError, match="capture failed"):
-        timing.time_cuda_graph(lambda: x.sum().item(), 5)
+    # a failed capture spoils the process's CUDA generator, so it runs in a child process
+    code = ("import torch, pytest\nfrom curate.measure import timing\n"
+            "x = torch.randn(64, device='cuda')\n"
+            "with pytest.raises(RuntimeError, match='capture failed'):\n"
+            "    timing.time_cuda_graph(lambda: x.sum().item(), 5)\nprint('raised')\n")
+    child = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert "raised" in child.stdout, child.stderr[-2000:]
 
 
 def test_library_kernel_names():

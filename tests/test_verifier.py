@@ -228,7 +228,9 @@ GPU_EXPECTED = [  # the CPU list above, on CUDA; honest candidates must pass the
 @pytest.mark.skipif(not GPU, reason="needs CUDA")
 @pytest.mark.parametrize("name, correct, reason", GPU_EXPECTED)
 def test_gpu_red_team(name, correct, reason):
-    spec = [{"kind": "tensor", "shape": [1024, 4000]}]
+    # 4,001,000 elements: not a multiple of the candidates' 256-wide blocks, so a dropped
+    # tail block is wrong (1024 x 4000 is a multiple, and relu_off_by_one passed on it)
+    spec = [{"kind": "tensor", "shape": [1000, 4001]}]
     r = _verify(RELU, candidate(name), input_spec=spec, device="cuda", inductor=False,
                 timeout_s=600)
     assert r.correct is correct and reason in r.reason, r.reason

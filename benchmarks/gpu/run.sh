@@ -5,10 +5,12 @@
 # problems). Results go to $OUT (the device tool's folder that comes back), else ./out-gpu.
 #
 #   bash benchmarks/gpu/run.sh tests              GPU tests: timing, faults, red team (~6 min)
-#   bash benchmarks/gpu/run.sh loop SKIP LIMIT    plain KernelBench-style loop over level 1
+#   bash benchmarks/gpu/run.sh loop SKIP LIMIT [--gpu-inputs]
+#                                                 plain KernelBench-style loop over level 1
 #   bash benchmarks/gpu/run.sh ours               curate's engine on level 1, cold caches,
 #                                                 compared with .carry/loop/*.jsonl
-#   bash benchmarks/gpu/run.sh mined              `curate measure` on .carry/mined (mined problems)
+#   bash benchmarks/gpu/run.sh mined              `curate measure` on .carry/mined/diversify
+#                                                 (a diversify stage folder of mined problems)
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source benchmarks/gpu/env.sh
@@ -22,14 +24,14 @@ case "${1:-}" in
       tests/test_measure_faults.py tests/test_verifier.py 2>&1 | tee "$OUT/pytest-gpu.txt" | tail -40 ;;
   loop)
     python3 -m curate.bench.kernelbench_loop --kernelbench "$CURATE_KERNELBENCH" --level 1 \
-      --skip "${2:-0}" --limit "${3:-34}" --out "$OUT/loop" 2>&1 | tail -5
+      --skip "${2:-0}" --limit "${3:-34}" ${4:-} --out "$OUT/loop" 2>&1 | tail -5
     cp "$OUT/loop/results.jsonl" "$OUT/loop-${2:-0}.jsonl" ;;
   ours)
     loops=$(ls .carry/loop/*.jsonl 2>/dev/null | paste -sd, -)
     python3 -m curate.bench.measure --kernelbench "$CURATE_KERNELBENCH" --baseline "$KB_BASELINE" \
       --level 1 --fresh-cache ${loops:+--loop "$loops"} --out "$OUT/ours" --quiet 2>&1 | tail -60 ;;
   mined)
-    python3 -m curate.cli measure --from .carry/mined --out "$OUT/mined" --device cuda \
+    python3 -m curate.cli measure --from .carry/mined/diversify --out "$OUT/mined" --device cuda \
       --inductor-cache /tmp/curate-fresh-cache 2>&1 | tail -5
     python3 - "$OUT/mined" <<'PY'
 import json, sys

@@ -158,7 +158,9 @@ def time_cuda_graph(fn: Callable[[], object], n: int, flush: L2Flush | None = No
 
     Raises:
         RuntimeError: ``fn`` cannot be captured (host synchronisation, CPU work, dynamic
-            allocation the graph cannot hold ...).
+            allocation the graph cannot hold ...). The process's CUDA random generator is
+            then left in capture state (torch 2.11), so later random ops in the process fail:
+            run the next work in a fresh process.
     """
     dev = torch.device(device)
     side = torch.cuda.Stream(dev)
