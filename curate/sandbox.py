@@ -77,6 +77,7 @@ class Outcome:
 
 
 _CTX: mp.context.BaseContext | None = None
+_TCACHE_OFF = "glibc.malloc.tcache_count=0"
 
 
 def _context() -> mp.context.BaseContext:
@@ -89,8 +90,39 @@ def _context() -> mp.context.BaseContext:
         if importlib.util.find_spec("triton") is not None:
             preload.append("triton")
         ctx.set_forkserver_preload(preload)
+        _start_fork_server()
         _CTX = ctx
     return _CTX
+
+
+def tcache_off_env(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """``GLIBC_TUNABLES`` for a process whose every new host allocation the verifier poisons.
+
+    The verifier fills new allocations with a poison byte (glibc's ``M_PERTURB``, see
+    :mod:`curate.verify.poison`); blocks reused from glibc's per-thread cache (tcache) skip
+    the fill, and from glibc 2.38 on torch's aligned allocations come from that cache too.
+    The tunable is read once, at process start; other tunables in ``environ`` are kept.
+    """
+    current = (os.environ if environ is None else environ).get("GLIBC_TUNABLES", "")
+    if "glibc.malloc.tcache_count" in current:
+        return {"GLIBC_TUNABLES": current}
+    return {"GLIBC_TUNABLES": f"{current}:{_TCACHE_OFF}" if current else _TCACHE_OFF}
+
+
+def _start_fork_server() -> None:
+    """Start the fork server (every task's parent) with :func:`tcache_off_env`, set in this
+    process's environment only while the server is launched."""
+    from multiprocessing import forkserver
+
+    saved = os.environ.get("GLIBC_TUNABLES")
+    os.environ.update(tcache_off_env())
+    try:
+        forkserver.ensure_running()
+    finally:
+        if saved is None:
+            os.environ.pop("GLIBC_TUNABLES", None)
+        else:
+            os.environ["GLIBC_TUNABLES"] = saved
 
 
 def _vm_bytes() -> int:

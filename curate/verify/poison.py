@@ -7,7 +7,10 @@ moment earlier by the harness. So the verifier makes every such leftover wrong:
 
 - host memory: glibc's ``M_PERTURB`` (``mallopt``) fills every new allocation with the
   byte ``0x7F`` (float32 3.4e38, float16 NaN, int64 9.2e18), large ``mmap``-backed blocks
-  included: CPU tensors from ``torch.empty`` start poisoned;
+  included: CPU tensors from ``torch.empty`` start poisoned. Blocks handed back from glibc's
+  per-thread cache (tcache) skip the fill, and from glibc 2.38 on the aligned allocations
+  torch makes come from it too, so worker processes start with the cache turned off
+  (:func:`curate.sandbox.tcache_off_env`; the sandbox's fork server starts so);
 - reference outputs: overwritten with NaN (integers: their maximum) once copied, before
   the harness lets them go, unless they share memory with the model's own parameters;
 - the CUDA caching allocator: before each candidate forward, the free blocks are returned
