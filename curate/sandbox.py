@@ -12,6 +12,8 @@ Limits per task:
   start plus ``mem_mb`` MiB, so an allocation past the budget fails inside the task;
 - working directory: a fresh temporary directory, removed afterwards;
 - output: the task's stdout/stderr go to /dev/null (mined code prints);
+- lifetime: a task is killed when its fork server ends, so a run killed with SIGKILL leaves
+  no task running on without its time limit;
 - guard (``guard=True``): an audit hook (:pep:`578`) refuses network use (connect, bind,
   send, DNS lookups), filesystem changes outside the task's working directory (opening for
   writing, remove, rename, mkdir, rmtree, chmod, ...; ``TMPDIR`` points into that
@@ -206,11 +208,27 @@ def _short(args: tuple) -> str:
     return "(" + ", ".join(repr(a)[:120] for a in args if not hasattr(a, "fileno")) + ")"
 
 
+def _die_with_parent() -> None:
+    """SIGKILL this task when the fork server (its parent) ends: a run killed with SIGKILL
+    takes its fork server with it, and a task in its own session (a hostile infinite loop,
+    say) would otherwise spin on with nobody left to enforce its time limit. Linux only."""
+    parent = os.getppid()
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
+
+
 def _child(conn, fn: Callable, args: tuple, kwargs: dict, mem_mb: int | None, quiet: bool,
            workdir: str, guard: bool) -> None:
     import resource
 
     os.setsid()  # own process group: a kill reaches whatever the task spawned
+    _die_with_parent()
     os.chdir(workdir)
     if quiet:
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -185,3 +185,49 @@ def test_unguarded_tasks_keep_their_old_freedom(tmp_path):
     """The verifier compiles (Triton and C++ caches, compiler processes): no guard by default."""
     out = Sandbox(workers=1, timeout_s=30).run(_write, str(tmp_path / "ok.txt"))
     assert out.status == OK and (tmp_path / "ok.txt").read_text() == "leaked"
+
+
+def _note_pid_then_hang(path):
+    with open(path, "w") as f:
+        f.write(str(os.getpid()))
+    while True:
+        pass
+
+
+def _running(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")  # a zombie is dead
+    except FileNotFoundError:
+        return False
+
+
+def test_tasks_end_with_a_run_killed_by_sigkill(tmp_path):
+    # the run and its fork server die at once (the process group, as a kill of the job does);
+    # the task lives in its own session and must not spin on without its time limit
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    pid_file = tmp_path / "task.pid"
+    prog = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+            "from curate.sandbox import Sandbox\nfrom test_sandbox import _note_pid_then_hang\n"
+            f"Sandbox(workers=1, timeout_s=600).run(_note_pid_then_hang, {str(pid_file)!r})\n")
+    run = subprocess.Popen([sys.executable, "-c", prog], start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline and run.poll() is None, "the task never started"
+        time.sleep(0.1)
+    task = int(pid_file.read_text())
+    assert _running(task)
+    os.killpg(run.pid, signal.SIGKILL)
+    run.wait()
+    deadline = time.monotonic() + 30
+    while _running(task) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    alive = _running(task)
+    if alive:
+        os.kill(task, signal.SIGKILL)
+    assert not alive, "the task outlived its run"
