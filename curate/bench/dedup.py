@@ -392,7 +392,8 @@ def dedup_proper(codes: pl.Series, threshold: float, num_perm: int, workers: int
     rows = np.fromiter(first.values(), dtype=np.int64, count=len(first))
     a, b, sim = candidate_arrays(feats.sigs[rows], threshold, backend, floor=threshold - MARGIN)
     estimated = (a[sim >= threshold], b[sim >= threshold])
-    a, b, sim, _ = settle(_Rows(codes, rows), a, b, sim, threshold)
+    a, b, sim, _ = settle(_Rows(codes, rows), a, b, sim, threshold,
+                          shingles=lambda k: feats.shingles_of(int(rows[k])))
     agree = ops_agree_counts(feats, rows[a], rows[b])
     comp = components(len(rows), (a[agree], b[agree]))
     return {"feats": feats, "rows": rows, "pairs": (a, b, sim), "agree": agree, "comp": comp,

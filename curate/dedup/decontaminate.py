@@ -129,9 +129,10 @@ class Screen:
         With ``codes`` (and the reference's shingle ``sets``), every pair estimated at >=
         ``threshold -`` :data:`curate.dedup.exact.MARGIN` gets its exact Jaccard (few
         documents are that close to a reference problem)."""
-        from curate.dedup.exact import MARGIN
+        from curate.dedup.exact import MARGIN, sorted_set
 
-        floor = self.threshold - MARGIN if codes is not None and self.sets else self.threshold
+        exact_ok = codes is not None or table.shingles is not None
+        floor = self.threshold - MARGIN if exact_ok and self.sets else self.threshold
         pairs = query_pairs(table.sigs, self.sigs, floor)
         i = np.array([p[0] for p in pairs], dtype=np.int64)
         j = np.array([p[1] for p in pairs], dtype=np.int64)
@@ -142,8 +143,11 @@ class Screen:
             unsure = np.arange(len(sim))
             if len(unsure):
                 docs = sorted(set(i[unsure].tolist()))
-                batch = normalize_batch([codes[d] for d in docs])
-                own = {d: batch.shingle_set(k) for k, d in enumerate(docs)}
+                if table.shingles is not None:  # kept from the first pass
+                    own = {d: sorted_set(table.shingles_of(d)) for d in docs}
+                else:
+                    batch = normalize_batch([codes[d] for d in docs])
+                    own = {d: batch.shingle_set(k) for k, d in enumerate(docs)}
                 for u in unsure.tolist():
                     x, y = own[int(i[u])], self.sets[int(j[u])]
                     inter = len(np.intersect1d(x, y, assume_unique=True))

@@ -13,6 +13,7 @@ spreads the work over the cores.
 from __future__ import annotations
 
 import os
+import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from contextlib import contextmanager
@@ -74,6 +75,11 @@ class FeatureTable:
         forward: document -> its parsed ``Model.forward`` op sequence, for the documents
             that screening chose to parse.
         chunks_in_workers: chunks that worker processes computed (:func:`featurize_table`).
+        shingles, shingle_offsets: the documents' shingle hashes (``uint64``, repeats
+            kept) and ``(n + 1,)`` offsets, as :class:`curate.dedup.tokens.TokenBatch`
+            has them, kept for the exact Jaccard check (:mod:`.exact`) so that it does not
+            normalize documents again; ``None`` when not kept.
+        worker_cpu_s: CPU seconds the worker processes reported (:func:`featurize_table`).
     """
 
     norm_hash: list[str | None]
@@ -85,6 +91,9 @@ class FeatureTable:
     ref_pairs: tuple[np.ndarray, np.ndarray, np.ndarray] = field(default_factory=_no_pairs)
     forward: dict[int, tuple[str, ...] | None] = field(default_factory=dict)
     chunks_in_workers: int = 0
+    shingles: np.ndarray | None = None
+    shingle_offsets: np.ndarray | None = None
+    worker_cpu_s: float = 0.0
 
     def __len__(self) -> int:
         return len(self.error)
@@ -94,6 +103,10 @@ class FeatureTable:
 
     def op_names(self, i: int) -> tuple[str, ...]:
         return tuple(OP_NAMES[k] for k in self.op_ids(i))
+
+    def shingles_of(self, i: int) -> np.ndarray:
+        """Document ``i``'s shingle hashes (repeats kept); needs the kept shingles."""
+        return self.shingles[self.shingle_offsets[i]:self.shingle_offsets[i + 1]]
 
     def features(self, i: int) -> Features:
         return Features(self.norm_hash[i], self.op_names(i), self.error[i], int(self.n_tokens[i]),
@@ -105,11 +118,17 @@ class FeatureTable:
             return cls([], [], np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(1, np.int64),
                        np.zeros((0, num_perm), np.uint32))
         op_offsets = [np.zeros(1, np.int64)]
+        keep = all(p.shingles is not None for p in parts)
+        sh_offsets = [np.zeros(1, np.int64)]
+        sh_base = 0
         pairs: list[list[np.ndarray]] = [[], [], []]
         forward: dict[int, tuple[str, ...] | None] = {}
         base = docs = 0
         for p in parts:
             op_offsets.append(p.op_offsets[1:] + base)
+            if keep:
+                sh_offsets.append(p.shingle_offsets[1:] + sh_base)
+                sh_base += int(p.shingle_offsets[-1])
             base += int(p.op_offsets[-1])
             pairs[0].append(p.ref_pairs[0] + docs)
             pairs[1].append(p.ref_pairs[1])
@@ -120,7 +139,9 @@ class FeatureTable:
                    np.concatenate([p.n_tokens for p in parts]),
                    np.concatenate([p.ops for p in parts]), np.concatenate(op_offsets),
                    np.concatenate([p.sigs for p in parts]),
-                   tuple(np.concatenate(a) for a in pairs), forward)
+                   tuple(np.concatenate(a) for a in pairs), forward,
+                   shingles=np.concatenate([p.shingles for p in parts]) if keep else None,
+                   shingle_offsets=np.concatenate(sh_offsets) if keep else None)
 
 
 _SCREEN = None  # a worker's decontamination screen, set when the pool starts it
@@ -135,12 +156,19 @@ def _start_worker(screen) -> None:
     _SCREEN = screen
 
 
-def _worker_chunk(codes: list, num_perm: int, backend: str, parse_check: bool) -> "FeatureTable":
-    return featurize_chunk_table(codes, num_perm, backend, _SCREEN, parse_check)
+def _worker_chunk(codes: list, num_perm: int, backend: str, parse_check: bool,
+                  keep_shingles: bool) -> tuple["FeatureTable", int, float]:
+    """The chunk's table, this worker's process id and its CPU seconds so far (imports
+    included), which the caller adds up: a worker is not always waited for, so its CPU
+    time may not reach the caller's ``RUSAGE_CHILDREN``."""
+    table = featurize_chunk_table(codes, num_perm, backend, _SCREEN, parse_check,
+                                  keep_shingles=keep_shingles)
+    return table, os.getpid(), time.process_time()
 
 
 def featurize_chunk_table(codes: Sequence, num_perm: int, backend: str = "rensa", screen=None,
-                          parse_check: bool = False, batch: int = BATCH) -> FeatureTable:
+                          parse_check: bool = False, batch: int = BATCH,
+                          keep_shingles: bool = True) -> FeatureTable:
     """:class:`FeatureTable` of ``codes``, in this process.
 
     Args:
@@ -149,12 +177,16 @@ def featurize_chunk_table(codes: Sequence, num_perm: int, backend: str = "rensa"
             ``forward``).
         parse_check: parse every usable document with ``ast``; one that does not parse
             gets an ``error`` (without it, only the documents screening parses are).
+        keep_shingles: keep the shingle hashes in the table (``shingles``; 8 bytes per
+            token, about 0.6x the size of the code on mined problems).
     """
     parts = []
     for s in range(0, len(codes), batch):
         tb = normalize_batch(list(codes[s:s + batch]))
         sigs = sign(tb.shingles, tb.shingle_offsets, num_perm, backend)
-        parts.append(FeatureTable(tb.norm_hash, tb.error, tb.n_tokens, tb.ops, tb.op_offsets, sigs))
+        parts.append(FeatureTable(tb.norm_hash, tb.error, tb.n_tokens, tb.ops, tb.op_offsets, sigs,
+                                  shingles=tb.shingles if keep_shingles else None,
+                                  shingle_offsets=tb.shingle_offsets if keep_shingles else None))
     table = FeatureTable.concat(parts, num_perm)
     todo: set[int] = set()
     if screen is not None:
@@ -208,7 +240,8 @@ def _worker_env() -> Iterator[None]:
 def featurize_table(codes: Sequence, num_perm: int, workers: int | None = None,
                     parallel_min: int | None = None, chunk: int | None = None, backend: str = "rensa",
                     description: str = "dedup: features", screen=None,
-                    parse_check: bool = False, share: bool = True) -> FeatureTable:
+                    parse_check: bool = False, share: bool = True,
+                    keep_shingles: bool = True) -> FeatureTable:
     """:func:`featurize_chunk_table` over many documents in chunks of ``chunk``, with a
     progress bar; from ``parallel_min`` documents on, on ``workers`` cores (default: all):
     this process and ``workers - 1`` spawned worker processes take chunks as they free up.
@@ -220,7 +253,7 @@ def featurize_table(codes: Sequence, num_perm: int, workers: int | None = None,
     Args:
         codes: a sequence of documents (a list, or anything that slices into lists, such
             as a polars String Series).
-        screen, parse_check: see :func:`featurize_chunk_table`.
+        screen, parse_check, keep_shingles: see :func:`featurize_chunk_table`.
         share: this process takes chunks too (False: only the workers do, for a caller
             with other work, and for tests).
     """
@@ -237,7 +270,8 @@ def featurize_table(codes: Sequence, num_perm: int, workers: int | None = None,
         return part.to_list() if hasattr(part, "to_list") else list(part)
 
     def local(k: int) -> FeatureTable:
-        return featurize_chunk_table(piece(bounds[k]), num_perm, backend, screen, parse_check)
+        return featurize_chunk_table(piece(bounds[k]), num_perm, backend, screen, parse_check,
+                                     keep_shingles=keep_shingles)
 
     if n < parallel_min or workers <= 1 or len(bounds) < 2:
         results = (local(k) for k in range(len(bounds)))
@@ -246,6 +280,7 @@ def featurize_table(codes: Sequence, num_perm: int, workers: int | None = None,
         return table
     parts: dict[int, FeatureTable] = {}
     mine: set[int] = set()  # chunks this process did
+    worker_cpu: dict[int, float] = {}  # worker pid -> its CPU seconds at its last chunk
     todo = deque(range(len(bounds)))
     pool = ProcessPoolExecutor(workers - 1, mp_context=get_context("spawn"),
                                initializer=_start_worker, initargs=(screen,))
@@ -256,7 +291,8 @@ def featurize_table(codes: Sequence, num_perm: int, workers: int | None = None,
         bar = progress(iter(int, 1), len(bounds), description)
         while todo or pending:
             for f in [f for f in pending if f.done()]:
-                parts[pending.pop(f)] = f.result()
+                parts[pending.pop(f)], pid, cpu = f.result()
+                worker_cpu[pid] = max(cpu, worker_cpu.get(pid, 0.0))
                 next(bar, None)
             # chunks go to a worker only once it has started (a second one waits behind
             # the first), so that none waits for a worker still importing its modules
@@ -265,7 +301,7 @@ def featurize_table(codes: Sequence, num_perm: int, workers: int | None = None,
                 k = todo.pop()  # workers take chunks from the end, this process from the start
                 with _worker_env():
                     pending[pool.submit(_worker_chunk, piece(bounds[k]), num_perm, backend,
-                                        parse_check)] = k
+                                        parse_check, keep_shingles)] = k
             if todo and share:
                 k = todo.popleft()
                 parts[k] = local(k)
@@ -281,6 +317,7 @@ def featurize_table(codes: Sequence, num_perm: int, workers: int | None = None,
         pool.shutdown(wait=False, cancel_futures=True)
     table = FeatureTable.concat([parts[k] for k in range(len(bounds))], num_perm)
     table.chunks_in_workers = len(bounds) - len(mine)
+    table.worker_cpu_s = sum(worker_cpu.values())
     return table
 
 
@@ -289,11 +326,12 @@ def featurize(codes: Sequence, num_perm: int, workers: int | None = None,
               description: str = "dedup: features") -> tuple[list[Features], np.ndarray]:
     """:func:`featurize_table` as a list of :class:`Features` and the ``(n, num_perm)``
     ``uint32`` signatures."""
-    table = featurize_table(codes, num_perm, workers, parallel_min, chunk, backend, description)
+    table = featurize_table(codes, num_perm, workers, parallel_min, chunk, backend, description,
+                            keep_shingles=False)
     return [table.features(i) for i in range(len(table))], table.sigs
 
 
 def featurize_chunk(codes: Sequence, num_perm: int, backend: str = "rensa") -> tuple[list[Features], np.ndarray]:
     """:func:`featurize` of ``codes`` in this process."""
-    table = featurize_chunk_table(codes, num_perm, backend)
+    table = featurize_chunk_table(codes, num_perm, backend, keep_shingles=False)
     return [table.features(i) for i in range(len(table))], table.sigs

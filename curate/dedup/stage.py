@@ -178,7 +178,9 @@ def run(out: Path | str, source: Path | str | None = None, threshold: float = 0.
     doc_sigs = feats.sigs[doc_rows]
     a, b, sim = candidate_arrays(doc_sigs, threshold, backend, floor=threshold - exact.MARGIN)
     doc_codes = _Rows(codes, doc_rows)
-    a, b, sim, checked = exact.settle(doc_codes, a, b, sim, threshold)
+    kept = (lambda k: feats.shingles_of(int(doc_rows[k]))) if feats.shingles is not None else None
+    a, b, sim, checked = exact.settle(doc_codes, a, b, sim, threshold, shingles=kept)
+    feats.shingles = feats.shingle_offsets = None  # not needed any more
     # Near-duplicates must also compute the same thing: torch's ReLU and Mish differ by one
     # call and pass 0.8 Jaccard, but are different kernels to write.
     agree = ops_agree_counts(feats, doc_rows[a], doc_rows[b])

@@ -295,7 +295,7 @@ def _renamed_tokens(codes: list):
     op ids, tokens per document)``, the tokens of erroneous documents left out."""
     n = len(codes)
     text = strip(pl.Series("code", [c if isinstance(c, str) else "" for c in codes], dtype=pl.String))
-    raw = text.str.join("\n").item().encode() if n else b""
+    raw = b"\n".join(text.cast(pl.Binary).to_list())  # bytes: no str decode and encode
     buf = np.frombuffer(raw + bytes(8), dtype=np.uint8)  # 8 zero bytes for 8-byte reads
     doc_starts = _bounds(text.str.len_bytes().to_numpy().astype(np.int64) + 1)
     starts, lens = _tokenize(buf[:len(raw)])
