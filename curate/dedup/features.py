@@ -4,8 +4,12 @@
 shingles (:mod:`.tokens`) in batches of :data:`BATCH` documents, whose arrays stay in the
 CPU caches, then signatures (:mod:`.minhash`). From :data:`PARALLEL_MIN` documents on,
 chunks of :data:`CHUNK` go to a local pool of worker processes, one per core: a spawned
-worker costs about 0.3 s of imports (polars, numpy, rensa), one 5 KB problem about 0.1 ms
-(measured on the 2-core CI machine; ``python -m curate.bench.dedup`` prints the figures).
+worker costs about 0.6 CPU-s of imports (polars, numpy, rensa; 0.3-2 s of wall time
+depending on the machine's load), one 5 KB problem about 0.12 ms (measured on the 2-core
+CI machine; ``python -m curate.bench.dedup`` prints the figures). Below
+:data:`PARALLEL_MIN` a worker's start costs more than it saves: on the 5,899-problem
+benchmark corpus (0.8 CPU-s of features) one process took 0.9-1.5 s wall and 0.9-1.2
+CPU-s, one process and a worker 1.5-2.6 s wall and 1.7-2.3 CPU-s on the shared machine.
 Workers run polars and rensa single-threaded, so that the pool, not their thread pools,
 spreads the work over the cores.
 """
@@ -29,7 +33,9 @@ from curate.dedup.tokens import OP_NAMES, normalize_batch
 
 BATCH = 256
 CHUNK = 512
-PARALLEL_MIN = 2048
+PARALLEL_MIN = 16384
+"""Documents from which :func:`featurize_table` starts workers: about 2 CPU-s of work for
+this process alone, so that a worker's start (about 0.6 CPU-s) is a small part of it."""
 _WORKER_ENV = {"POLARS_MAX_THREADS": "1", "RAYON_NUM_THREADS": "1"}
 
 

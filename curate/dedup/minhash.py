@@ -26,6 +26,7 @@ datasketch's band choice).
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -69,7 +70,8 @@ def sign(shingles: np.ndarray, offsets: np.ndarray, num_perm: int = 128,
         m = RMinHash.digest_matrix_from_flat_token_hashes(
             np.ascontiguousarray(shingles, dtype=np.uint64),
             np.ascontiguousarray(offsets, dtype=np.uint64), num_perm, seed)
-        return np.array(m.to_rows(), dtype=np.uint32).reshape(n, num_perm)
+        return np.fromiter(chain.from_iterable(m.to_rows()), dtype=np.uint32,
+                           count=n * num_perm).reshape(n, num_perm)
     if backend == "datasketch":
         from datasketch import MinHash
 
