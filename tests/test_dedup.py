@@ -205,6 +205,39 @@ def test_parallel_features_equal_serial():
     assert np.array_equal(serial[1], parallel[1])
 
 
+def test_exact_check_from_kept_shingles_equals_renormalizing():
+    from curate.dedup.exact import pair_jaccard_exact, settle
+    from curate.dedup.features import featurize_table
+
+    codes = list(encoder_variants().values()) + [
+        as_problem(inspect.getsource(c), c.__name__) for c in DISTINCT]
+    table = featurize_table(codes, 64, workers=2, parallel_min=1, chunk=3, share=False)
+    n = len(codes)
+    i, j = (a.ravel() for a in np.triu_indices(n, 1))
+    kept = pair_jaccard_exact(None, i, j, shingles=table.shingles_of)
+    again = pair_jaccard_exact(codes, i, j)
+    brute = np.array([exact_jaccard(codes[a], codes[b]) for a, b in zip(i.tolist(), j.tolist())])
+    assert np.allclose(kept, again) and np.allclose(kept, brute)
+    sim = np.full(len(i), 0.75)  # every pair unsure
+    by_kept = settle(None, i, j, sim, 0.8, shingles=table.shingles_of)
+    by_codes = settle(codes, i, j, sim, 0.8)
+    assert all(np.array_equal(x, y) for x, y in zip(by_kept[:3], by_codes[:3]))
+    assert np.array_equal(by_kept[2] >= 0.8, np.ones(len(by_kept[2]), dtype=bool))
+    assert len(by_kept[0]) == int((brute >= 0.8).sum()) > 0
+
+
+def test_triple_quoted_strings_are_stripped_like_a_lazy_match():
+    from curate.dedup.tokens import _STRIP
+
+    lazy = r'"""(?s:.*?)"""' + "|" + r"'''(?s:.*?)'''" + "|" + r"#[^\n]*"
+    marker_free = _STRIP.split("|", 1)[1]
+    cases = ['x = 1\n"""doc"""\ny = 2', '""""""', '"""a""b"""c', '"""He said "hi""""',
+             '""""abc"""', "'''x''''", '"""open only', "'''a'' '''b'''", '"""a\n#b\n"""# c',
+             'x = "#" # """ y\nz """ w', '"""x"""y"""z"""']
+    s = pl.Series(cases)
+    assert s.str.replace_all(marker_free, '"').to_list() == s.str.replace_all(lazy, '"').to_list()
+
+
 # -- the stage -------------------------------------------------------------------------
 
 def dedup_rows() -> list[dict]:
