@@ -305,6 +305,24 @@ def test_representative_does_not_depend_on_row_order(tmp_path: Path):
     assert results[0] == results[1]
 
 
+def test_exact_check_without_kept_shingles_gives_the_same_table(tmp_path: Path, monkeypatch):
+    from curate.dedup import stage
+
+    results = []
+    for cap in (stage.KEEP_SHINGLES_MAX_CODE_BYTES, 0):  # kept shingles; normalized again
+        monkeypatch.setattr(stage, "KEEP_SHINGLES_MAX_CODE_BYTES", cap)
+        out = tmp_path / str(cap)
+        write_mine(out, dedup_rows())
+        stats = run(out=out, kernelbench="none", threshold=0.6)  # pairs near it
+        both = pl.concat([read_problems(out / "dedup"), read_rejected(out / "dedup")],
+                         how="diagonal_relaxed").sort("problem_id")
+        results.append((both.select("problem_id", "dedup_cluster", "reject_reason", "reject_detail"),
+                        stats["pairs_checked_exactly"], stats["near_duplicates"]))
+    assert results[0][0].equals(results[1][0])
+    assert results[0][1:] == results[1][1:]
+    assert results[0][1] > 0  # the exact check ran
+
+
 @needs_kernelbench
 def test_planted_kernelbench_problems_are_rejected_as_contaminated(tmp_path: Path):
     kb = {f"level{r['level']}/{r['name']}": r["code"] for r in kernelbench_rows()}
