@@ -477,3 +477,17 @@ def test_cli_dedup(tmp_path: Path):
     bad = CliRunner().invoke(app, ["dedup", "--out", str(tmp_path), "--kernelbench", "none",
                                    "--backend", "simhash"])
     assert bad.exit_code == 2 and "backend" in bad.output
+
+
+def test_query_pairs_by_slot_classes_equal_the_inverted_index():
+    from curate.dedup.minhash import _inverted_query_pairs, query_pairs
+
+    rng = np.random.default_rng(0)
+    index = rng.integers(0, 6, size=(40, 32), dtype=np.uint32)  # values shared by many rows
+    index[5] = index[6]  # twins
+    queries = np.concatenate([rng.integers(0, 6, size=(300, 32), dtype=np.uint32), index,
+                              np.full((2, 32), 0xFFFFFFFF, np.uint32)])
+    for threshold in (0.3, 0.5, 1.0):
+        by_classes = query_pairs(queries, index, threshold, chunk=64)
+        assert by_classes == _inverted_query_pairs(queries, index, threshold, 64)
+        assert len(by_classes) > 0

@@ -47,7 +47,7 @@ from typing import Sequence
 import numpy as np
 
 from curate.dedup.features import Features, FeatureTable, featurize_chunk_table
-from curate.dedup.minhash import jaccard, query_pairs
+from curate.dedup.minhash import SlotClasses, jaccard, query_pairs
 from curate.dedup.ops import forward_ops, is_complete
 from curate.dedup.reference import Reference
 from curate.dedup.tokens import OP_NAMES, normalize_batch
@@ -107,6 +107,7 @@ class Screen:
     structures: list[_Structure]
     sets: list[np.ndarray] = field(default_factory=list)
     _cache: dict = field(default_factory=dict, repr=False)
+    _slots: SlotClasses | None = field(default=None, repr=False)
 
     def candidates(self, op_ids: np.ndarray) -> list[int]:
         """Reference problems whose op sequence a document with these token op ids might run."""
@@ -133,7 +134,9 @@ class Screen:
 
         exact_ok = codes is not None or table.shingles is not None
         floor = self.threshold - MARGIN if exact_ok and self.sets else self.threshold
-        pairs = query_pairs(table.sigs, self.sigs, floor)
+        if self._slots is None:  # built once per process, used for every chunk
+            self._slots = SlotClasses(self.sigs)
+        pairs = query_pairs(table.sigs, self.sigs, floor, slots=self._slots)
         i = np.array([p[0] for p in pairs], dtype=np.int64)
         j = np.array([p[1] for p in pairs], dtype=np.int64)
         sim = np.array([p[2] for p in pairs], dtype=np.float64)
