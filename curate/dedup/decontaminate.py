@@ -204,6 +204,17 @@ class Match:
         return f"{self.label} ({why})"
 
 
+def _shingle_sets(table: FeatureTable, codes: Sequence[str]) -> list[np.ndarray]:
+    """Sorted distinct shingle hashes of each document of ``table``: from its kept
+    shingles, else by normalizing ``codes`` again."""
+    from curate.dedup.exact import sorted_set
+
+    if table.shingles is not None:
+        return [sorted_set(table.shingles_of(k)) for k in range(len(table))]
+    batch = normalize_batch(list(codes))
+    return [batch.shingle_set(k) for k in range(len(batch))]
+
+
 @dataclass
 class ReferenceIndex:
     """Reference problems' features, ready to match documents against.
@@ -238,8 +249,7 @@ class ReferenceIndex:
                 by_hash[table.norm_hash[j]].append(j)
         # problems whose shingle sets are equal cannot be told apart by similarity either
         # (61_ and 73_conv_transposed_3D differ in one repeated ``stride=stride``)
-        batch = normalize_batch(reference.codes)
-        keys = [batch.shingle_set(k).tobytes() for k in range(len(batch))]
+        keys = [x.tobytes() for x in _shingle_sets(table, reference.codes)]
         by_shingles: dict[bytes, list[int]] = defaultdict(list)
         for j, key in enumerate(keys):
             by_shingles[key].append(j)
@@ -259,9 +269,8 @@ class ReferenceIndex:
             arithmetic = frozenset(_OP_ID[o] for o in ops if o in ARITHMETIC and o in _OP_ID
                                    and o in ("add", "sub", "mul", "div"))
             structures.append(_Structure(k, required, required | mentioned, dict(most), arithmetic))
-        batch = normalize_batch(self.reference.codes)
         return Screen(self.table.sigs, threshold, structures,
-                      [batch.shingle_set(k) for k in range(len(batch))])
+                      _shingle_sets(self.table, self.reference.codes))
 
     def result(self, j: int, sim: float, how: str) -> Match:
         """The :class:`Match` of reference problem ``j``."""
