@@ -205,6 +205,39 @@ def test_parallel_features_equal_serial():
     assert np.array_equal(serial[1], parallel[1])
 
 
+def test_exact_check_from_kept_shingles_equals_renormalizing():
+    from curate.dedup.exact import pair_jaccard_exact, settle
+    from curate.dedup.features import featurize_table
+
+    codes = list(encoder_variants().values()) + [
+        as_problem(inspect.getsource(c), c.__name__) for c in DISTINCT]
+    table = featurize_table(codes, 64, workers=2, parallel_min=1, chunk=3, share=False)
+    n = len(codes)
+    i, j = (a.ravel() for a in np.triu_indices(n, 1))
+    kept = pair_jaccard_exact(None, i, j, shingles=table.shingles_of)
+    again = pair_jaccard_exact(codes, i, j)
+    brute = np.array([exact_jaccard(codes[a], codes[b]) for a, b in zip(i.tolist(), j.tolist())])
+    assert np.allclose(kept, again) and np.allclose(kept, brute)
+    sim = np.full(len(i), 0.75)  # every pair unsure
+    by_kept = settle(None, i, j, sim, 0.8, shingles=table.shingles_of)
+    by_codes = settle(codes, i, j, sim, 0.8)
+    assert all(np.array_equal(x, y) for x, y in zip(by_kept[:3], by_codes[:3]))
+    assert np.array_equal(by_kept[2] >= 0.8, np.ones(len(by_kept[2]), dtype=bool))
+    assert len(by_kept[0]) == int((brute >= 0.8).sum()) > 0
+
+
+def test_triple_quoted_strings_are_stripped_like_a_lazy_match():
+    from curate.dedup.tokens import _STRIP
+
+    lazy = r'"""(?s:.*?)"""' + "|" + r"'''(?s:.*?)'''" + "|" + r"#[^\n]*"
+    marker_free = _STRIP.split("|", 1)[1]
+    cases = ['x = 1\n"""doc"""\ny = 2', '""""""', '"""a""b"""c', '"""He said "hi""""',
+             '""""abc"""', "'''x''''", '"""open only', "'''a'' '''b'''", '"""a\n#b\n"""# c',
+             'x = "#" # """ y\nz """ w', '"""x"""y"""z"""']
+    s = pl.Series(cases)
+    assert s.str.replace_all(marker_free, '"').to_list() == s.str.replace_all(lazy, '"').to_list()
+
+
 # -- the stage -------------------------------------------------------------------------
 
 def dedup_rows() -> list[dict]:
@@ -270,6 +303,24 @@ def test_representative_does_not_depend_on_row_order(tmp_path: Path):
                          how="diagonal_relaxed")
         results.append(dict(zip(both["problem_id"], both["dedup_cluster"])))
     assert results[0] == results[1]
+
+
+def test_exact_check_without_kept_shingles_gives_the_same_table(tmp_path: Path, monkeypatch):
+    from curate.dedup import stage
+
+    results = []
+    for cap in (stage.KEEP_SHINGLES_MAX_CODE_BYTES, 0):  # kept shingles; normalized again
+        monkeypatch.setattr(stage, "KEEP_SHINGLES_MAX_CODE_BYTES", cap)
+        out = tmp_path / str(cap)
+        write_mine(out, dedup_rows())
+        stats = run(out=out, kernelbench="none", threshold=0.6)  # pairs near it
+        both = pl.concat([read_problems(out / "dedup"), read_rejected(out / "dedup")],
+                         how="diagonal_relaxed").sort("problem_id")
+        results.append((both.select("problem_id", "dedup_cluster", "reject_reason", "reject_detail"),
+                        stats["pairs_checked_exactly"], stats["near_duplicates"]))
+    assert results[0][0].equals(results[1][0])
+    assert results[0][1:] == results[1][1:]
+    assert results[0][1] > 0  # the exact check ran
 
 
 @needs_kernelbench
@@ -426,3 +477,17 @@ def test_cli_dedup(tmp_path: Path):
     bad = CliRunner().invoke(app, ["dedup", "--out", str(tmp_path), "--kernelbench", "none",
                                    "--backend", "simhash"])
     assert bad.exit_code == 2 and "backend" in bad.output
+
+
+def test_query_pairs_by_slot_classes_equal_the_inverted_index():
+    from curate.dedup.minhash import _inverted_query_pairs, query_pairs
+
+    rng = np.random.default_rng(0)
+    index = rng.integers(0, 6, size=(40, 32), dtype=np.uint32)  # values shared by many rows
+    index[5] = index[6]  # twins
+    queries = np.concatenate([rng.integers(0, 6, size=(300, 32), dtype=np.uint32), index,
+                              np.full((2, 32), 0xFFFFFFFF, np.uint32)])
+    for threshold in (0.3, 0.5, 1.0):
+        by_classes = query_pairs(queries, index, threshold, chunk=64)
+        assert by_classes == _inverted_query_pairs(queries, index, threshold, 64)
+        assert len(by_classes) > 0

@@ -371,9 +371,18 @@ def cpu_seconds() -> float:
 
 
 def timed(fn, *args, **kwargs) -> tuple[Any, float, float]:
+    """``(result, wall seconds, CPU seconds of this process and its children)``. A dedup
+    worker still running when ``fn`` returns (the pool does not wait for a worker that got
+    no chunk) is waited for after the wall clock stops and before CPU time is read, so
+    that its CPU time counts."""
+    import multiprocessing
+
     w, c = time.monotonic(), cpu_seconds()
     out = fn(*args, **kwargs)
-    return out, time.monotonic() - w, cpu_seconds() - c
+    wall = time.monotonic() - w
+    for child in multiprocessing.active_children():
+        child.join(timeout=60)
+    return out, wall, cpu_seconds() - c
 
 
 def dedup_proper(codes: pl.Series, threshold: float, num_perm: int, workers: int | None,
@@ -392,7 +401,8 @@ def dedup_proper(codes: pl.Series, threshold: float, num_perm: int, workers: int
     rows = np.fromiter(first.values(), dtype=np.int64, count=len(first))
     a, b, sim = candidate_arrays(feats.sigs[rows], threshold, backend, floor=threshold - MARGIN)
     estimated = (a[sim >= threshold], b[sim >= threshold])
-    a, b, sim, _ = settle(_Rows(codes, rows), a, b, sim, threshold)
+    a, b, sim, _ = settle(_Rows(codes, rows), a, b, sim, threshold,
+                          shingles=lambda k: feats.shingles_of(int(rows[k])))
     agree = ops_agree_counts(feats, rows[a], rows[b])
     comp = components(len(rows), (a[agree], b[agree]))
     return {"feats": feats, "rows": rows, "pairs": (a, b, sim), "agree": agree, "comp": comp,
@@ -606,6 +616,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--threshold", type=float, default=0.8)
     p.add_argument("--num-perm", type=int, default=128)
     p.add_argument("--workers", type=int, default=None)
+    p.add_argument("--parallel-min", type=int, default=None,
+                   help="documents from which dedup starts worker processes "
+                        "(default: curate.dedup.features.PARALLEL_MIN)")
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--sample", type=int, default=3000, help="documents for precision/recall")
     p.add_argument("--context-sample", type=int, default=500)
@@ -615,6 +628,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     p.add_argument("--only", nargs="+", default=["throughput", "precision", "planted", "kernelbench"])
     p.add_argument("--out", type=Path, default=None, help="write the figures here as JSON")
     args = p.parse_args(argv)
+    if args.parallel_min is not None:
+        from curate.dedup import features
+
+        features.PARALLEL_MIN = args.parallel_min
 
     t = time.monotonic()
     df = load_corpus(args.table, tuple(args.packages))

@@ -47,7 +47,7 @@ from typing import Sequence
 import numpy as np
 
 from curate.dedup.features import Features, FeatureTable, featurize_chunk_table
-from curate.dedup.minhash import jaccard, query_pairs
+from curate.dedup.minhash import SlotClasses, jaccard, query_pairs
 from curate.dedup.ops import forward_ops, is_complete
 from curate.dedup.reference import Reference
 from curate.dedup.tokens import OP_NAMES, normalize_batch
@@ -107,6 +107,7 @@ class Screen:
     structures: list[_Structure]
     sets: list[np.ndarray] = field(default_factory=list)
     _cache: dict = field(default_factory=dict, repr=False)
+    _slots: SlotClasses | None = field(default=None, repr=False)
 
     def candidates(self, op_ids: np.ndarray) -> list[int]:
         """Reference problems whose op sequence a document with these token op ids might run."""
@@ -129,10 +130,13 @@ class Screen:
         With ``codes`` (and the reference's shingle ``sets``), every pair estimated at >=
         ``threshold -`` :data:`curate.dedup.exact.MARGIN` gets its exact Jaccard (few
         documents are that close to a reference problem)."""
-        from curate.dedup.exact import MARGIN
+        from curate.dedup.exact import MARGIN, sorted_set
 
-        floor = self.threshold - MARGIN if codes is not None and self.sets else self.threshold
-        pairs = query_pairs(table.sigs, self.sigs, floor)
+        exact_ok = codes is not None or table.shingles is not None
+        floor = self.threshold - MARGIN if exact_ok and self.sets else self.threshold
+        if self._slots is None:  # built once per process, used for every chunk
+            self._slots = SlotClasses(self.sigs)
+        pairs = query_pairs(table.sigs, self.sigs, floor, slots=self._slots)
         i = np.array([p[0] for p in pairs], dtype=np.int64)
         j = np.array([p[1] for p in pairs], dtype=np.int64)
         sim = np.array([p[2] for p in pairs], dtype=np.float64)
@@ -142,8 +146,11 @@ class Screen:
             unsure = np.arange(len(sim))
             if len(unsure):
                 docs = sorted(set(i[unsure].tolist()))
-                batch = normalize_batch([codes[d] for d in docs])
-                own = {d: batch.shingle_set(k) for k, d in enumerate(docs)}
+                if table.shingles is not None:  # kept from the first pass
+                    own = {d: sorted_set(table.shingles_of(d)) for d in docs}
+                else:
+                    batch = normalize_batch([codes[d] for d in docs])
+                    own = {d: batch.shingle_set(k) for k, d in enumerate(docs)}
                 for u in unsure.tolist():
                     x, y = own[int(i[u])], self.sets[int(j[u])]
                     inter = len(np.intersect1d(x, y, assume_unique=True))
@@ -197,6 +204,17 @@ class Match:
         return f"{self.label} ({why})"
 
 
+def _shingle_sets(table: FeatureTable, codes: Sequence[str]) -> list[np.ndarray]:
+    """Sorted distinct shingle hashes of each document of ``table``: from its kept
+    shingles, else by normalizing ``codes`` again."""
+    from curate.dedup.exact import sorted_set
+
+    if table.shingles is not None:
+        return [sorted_set(table.shingles_of(k)) for k in range(len(table))]
+    batch = normalize_batch(list(codes))
+    return [batch.shingle_set(k) for k in range(len(batch))]
+
+
 @dataclass
 class ReferenceIndex:
     """Reference problems' features, ready to match documents against.
@@ -231,8 +249,7 @@ class ReferenceIndex:
                 by_hash[table.norm_hash[j]].append(j)
         # problems whose shingle sets are equal cannot be told apart by similarity either
         # (61_ and 73_conv_transposed_3D differ in one repeated ``stride=stride``)
-        batch = normalize_batch(reference.codes)
-        keys = [batch.shingle_set(k).tobytes() for k in range(len(batch))]
+        keys = [x.tobytes() for x in _shingle_sets(table, reference.codes)]
         by_shingles: dict[bytes, list[int]] = defaultdict(list)
         for j, key in enumerate(keys):
             by_shingles[key].append(j)
@@ -252,9 +269,8 @@ class ReferenceIndex:
             arithmetic = frozenset(_OP_ID[o] for o in ops if o in ARITHMETIC and o in _OP_ID
                                    and o in ("add", "sub", "mul", "div"))
             structures.append(_Structure(k, required, required | mentioned, dict(most), arithmetic))
-        batch = normalize_batch(self.reference.codes)
         return Screen(self.table.sigs, threshold, structures,
-                      [batch.shingle_set(k) for k in range(len(batch))])
+                      _shingle_sets(self.table, self.reference.codes))
 
     def result(self, j: int, sim: float, how: str) -> Match:
         """The :class:`Match` of reference problem ``j``."""

@@ -4,8 +4,12 @@
 shingles (:mod:`.tokens`) in batches of :data:`BATCH` documents, whose arrays stay in the
 CPU caches, then signatures (:mod:`.minhash`). From :data:`PARALLEL_MIN` documents on,
 chunks of :data:`CHUNK` go to a local pool of worker processes, one per core: a spawned
-worker costs about 0.3 s of imports (polars, numpy, rensa), one 5 KB problem about 0.1 ms
-(measured on the 2-core CI machine; ``python -m curate.bench.dedup`` prints the figures).
+worker costs about 0.6 CPU-s of imports (polars, numpy, rensa; 0.3-2 s of wall time
+depending on the machine's load), one 5 KB problem about 0.12 ms (measured on the 2-core
+CI machine; ``python -m curate.bench.dedup`` prints the figures). Below
+:data:`PARALLEL_MIN` a worker's start costs more than it saves: on the 5,899-problem
+benchmark corpus (0.8 CPU-s of features) one process took 0.9-1.5 s wall and 0.9-1.2
+CPU-s, one process and a worker 1.5-2.6 s wall and 1.7-2.3 CPU-s on the shared machine.
 Workers run polars and rensa single-threaded, so that the pool, not their thread pools,
 spreads the work over the cores.
 """
@@ -13,6 +17,7 @@ spreads the work over the cores.
 from __future__ import annotations
 
 import os
+import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 from contextlib import contextmanager
@@ -28,7 +33,9 @@ from curate.dedup.tokens import OP_NAMES, normalize_batch
 
 BATCH = 256
 CHUNK = 512
-PARALLEL_MIN = 2048
+PARALLEL_MIN = 16384
+"""Documents from which :func:`featurize_table` starts workers: about 2 CPU-s of work for
+this process alone, so that a worker's start (about 0.6 CPU-s) is a small part of it."""
 _WORKER_ENV = {"POLARS_MAX_THREADS": "1", "RAYON_NUM_THREADS": "1"}
 
 
@@ -74,6 +81,11 @@ class FeatureTable:
         forward: document -> its parsed ``Model.forward`` op sequence, for the documents
             that screening chose to parse.
         chunks_in_workers: chunks that worker processes computed (:func:`featurize_table`).
+        shingles, shingle_offsets: the documents' shingle hashes (``uint64``, repeats
+            kept) and ``(n + 1,)`` offsets, as :class:`curate.dedup.tokens.TokenBatch`
+            has them, kept for the exact Jaccard check (:mod:`.exact`) so that it does not
+            normalize documents again; ``None`` when not kept.
+        worker_cpu_s: CPU seconds the worker processes reported (:func:`featurize_table`).
     """
 
     norm_hash: list[str | None]
@@ -85,6 +97,9 @@ class FeatureTable:
     ref_pairs: tuple[np.ndarray, np.ndarray, np.ndarray] = field(default_factory=_no_pairs)
     forward: dict[int, tuple[str, ...] | None] = field(default_factory=dict)
     chunks_in_workers: int = 0
+    shingles: np.ndarray | None = None
+    shingle_offsets: np.ndarray | None = None
+    worker_cpu_s: float = 0.0
 
     def __len__(self) -> int:
         return len(self.error)
@@ -94,6 +109,10 @@ class FeatureTable:
 
     def op_names(self, i: int) -> tuple[str, ...]:
         return tuple(OP_NAMES[k] for k in self.op_ids(i))
+
+    def shingles_of(self, i: int) -> np.ndarray:
+        """Document ``i``'s shingle hashes (repeats kept); needs the kept shingles."""
+        return self.shingles[self.shingle_offsets[i]:self.shingle_offsets[i + 1]]
 
     def features(self, i: int) -> Features:
         return Features(self.norm_hash[i], self.op_names(i), self.error[i], int(self.n_tokens[i]),
@@ -105,11 +124,17 @@ class FeatureTable:
             return cls([], [], np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(1, np.int64),
                        np.zeros((0, num_perm), np.uint32))
         op_offsets = [np.zeros(1, np.int64)]
+        keep = all(p.shingles is not None for p in parts)
+        sh_offsets = [np.zeros(1, np.int64)]
+        sh_base = 0
         pairs: list[list[np.ndarray]] = [[], [], []]
         forward: dict[int, tuple[str, ...] | None] = {}
         base = docs = 0
         for p in parts:
             op_offsets.append(p.op_offsets[1:] + base)
+            if keep:
+                sh_offsets.append(p.shingle_offsets[1:] + sh_base)
+                sh_base += int(p.shingle_offsets[-1])
             base += int(p.op_offsets[-1])
             pairs[0].append(p.ref_pairs[0] + docs)
             pairs[1].append(p.ref_pairs[1])
@@ -120,7 +145,9 @@ class FeatureTable:
                    np.concatenate([p.n_tokens for p in parts]),
                    np.concatenate([p.ops for p in parts]), np.concatenate(op_offsets),
                    np.concatenate([p.sigs for p in parts]),
-                   tuple(np.concatenate(a) for a in pairs), forward)
+                   tuple(np.concatenate(a) for a in pairs), forward,
+                   shingles=np.concatenate([p.shingles for p in parts]) if keep else None,
+                   shingle_offsets=np.concatenate(sh_offsets) if keep else None)
 
 
 _SCREEN = None  # a worker's decontamination screen, set when the pool starts it
@@ -135,12 +162,19 @@ def _start_worker(screen) -> None:
     _SCREEN = screen
 
 
-def _worker_chunk(codes: list, num_perm: int, backend: str, parse_check: bool) -> "FeatureTable":
-    return featurize_chunk_table(codes, num_perm, backend, _SCREEN, parse_check)
+def _worker_chunk(codes: list, num_perm: int, backend: str, parse_check: bool,
+                  keep_shingles: bool) -> tuple["FeatureTable", int, float]:
+    """The chunk's table, this worker's process id and its CPU seconds so far (imports
+    included), which the caller adds up: a worker is not always waited for, so its CPU
+    time may not reach the caller's ``RUSAGE_CHILDREN``."""
+    table = featurize_chunk_table(codes, num_perm, backend, _SCREEN, parse_check,
+                                  keep_shingles=keep_shingles)
+    return table, os.getpid(), time.process_time()
 
 
 def featurize_chunk_table(codes: Sequence, num_perm: int, backend: str = "rensa", screen=None,
-                          parse_check: bool = False, batch: int = BATCH) -> FeatureTable:
+                          parse_check: bool = False, batch: int = BATCH,
+                          keep_shingles: bool = True) -> FeatureTable:
     """:class:`FeatureTable` of ``codes``, in this process.
 
     Args:
@@ -149,12 +183,16 @@ def featurize_chunk_table(codes: Sequence, num_perm: int, backend: str = "rensa"
             ``forward``).
         parse_check: parse every usable document with ``ast``; one that does not parse
             gets an ``error`` (without it, only the documents screening parses are).
+        keep_shingles: keep the shingle hashes in the table (``shingles``; 8 bytes per
+            token, about 0.6x the size of the code on mined problems).
     """
     parts = []
     for s in range(0, len(codes), batch):
         tb = normalize_batch(list(codes[s:s + batch]))
         sigs = sign(tb.shingles, tb.shingle_offsets, num_perm, backend)
-        parts.append(FeatureTable(tb.norm_hash, tb.error, tb.n_tokens, tb.ops, tb.op_offsets, sigs))
+        parts.append(FeatureTable(tb.norm_hash, tb.error, tb.n_tokens, tb.ops, tb.op_offsets, sigs,
+                                  shingles=tb.shingles if keep_shingles else None,
+                                  shingle_offsets=tb.shingle_offsets if keep_shingles else None))
     table = FeatureTable.concat(parts, num_perm)
     todo: set[int] = set()
     if screen is not None:
@@ -208,7 +246,8 @@ def _worker_env() -> Iterator[None]:
 def featurize_table(codes: Sequence, num_perm: int, workers: int | None = None,
                     parallel_min: int | None = None, chunk: int | None = None, backend: str = "rensa",
                     description: str = "dedup: features", screen=None,
-                    parse_check: bool = False, share: bool = True) -> FeatureTable:
+                    parse_check: bool = False, share: bool = True,
+                    keep_shingles: bool = True) -> FeatureTable:
     """:func:`featurize_chunk_table` over many documents in chunks of ``chunk``, with a
     progress bar; from ``parallel_min`` documents on, on ``workers`` cores (default: all):
     this process and ``workers - 1`` spawned worker processes take chunks as they free up.
@@ -220,7 +259,7 @@ def featurize_table(codes: Sequence, num_perm: int, workers: int | None = None,
     Args:
         codes: a sequence of documents (a list, or anything that slices into lists, such
             as a polars String Series).
-        screen, parse_check: see :func:`featurize_chunk_table`.
+        screen, parse_check, keep_shingles: see :func:`featurize_chunk_table`.
         share: this process takes chunks too (False: only the workers do, for a caller
             with other work, and for tests).
     """
@@ -237,7 +276,8 @@ def featurize_table(codes: Sequence, num_perm: int, workers: int | None = None,
         return part.to_list() if hasattr(part, "to_list") else list(part)
 
     def local(k: int) -> FeatureTable:
-        return featurize_chunk_table(piece(bounds[k]), num_perm, backend, screen, parse_check)
+        return featurize_chunk_table(piece(bounds[k]), num_perm, backend, screen, parse_check,
+                                     keep_shingles=keep_shingles)
 
     if n < parallel_min or workers <= 1 or len(bounds) < 2:
         results = (local(k) for k in range(len(bounds)))
@@ -246,6 +286,7 @@ def featurize_table(codes: Sequence, num_perm: int, workers: int | None = None,
         return table
     parts: dict[int, FeatureTable] = {}
     mine: set[int] = set()  # chunks this process did
+    worker_cpu: dict[int, float] = {}  # worker pid -> its CPU seconds at its last chunk
     todo = deque(range(len(bounds)))
     pool = ProcessPoolExecutor(workers - 1, mp_context=get_context("spawn"),
                                initializer=_start_worker, initargs=(screen,))
@@ -256,7 +297,8 @@ def featurize_table(codes: Sequence, num_perm: int, workers: int | None = None,
         bar = progress(iter(int, 1), len(bounds), description)
         while todo or pending:
             for f in [f for f in pending if f.done()]:
-                parts[pending.pop(f)] = f.result()
+                parts[pending.pop(f)], pid, cpu = f.result()
+                worker_cpu[pid] = max(cpu, worker_cpu.get(pid, 0.0))
                 next(bar, None)
             # chunks go to a worker only once it has started (a second one waits behind
             # the first), so that none waits for a worker still importing its modules
@@ -265,7 +307,7 @@ def featurize_table(codes: Sequence, num_perm: int, workers: int | None = None,
                 k = todo.pop()  # workers take chunks from the end, this process from the start
                 with _worker_env():
                     pending[pool.submit(_worker_chunk, piece(bounds[k]), num_perm, backend,
-                                        parse_check)] = k
+                                        parse_check, keep_shingles)] = k
             if todo and share:
                 k = todo.popleft()
                 parts[k] = local(k)
@@ -281,6 +323,7 @@ def featurize_table(codes: Sequence, num_perm: int, workers: int | None = None,
         pool.shutdown(wait=False, cancel_futures=True)
     table = FeatureTable.concat([parts[k] for k in range(len(bounds))], num_perm)
     table.chunks_in_workers = len(bounds) - len(mine)
+    table.worker_cpu_s = sum(worker_cpu.values())
     return table
 
 
@@ -289,11 +332,12 @@ def featurize(codes: Sequence, num_perm: int, workers: int | None = None,
               description: str = "dedup: features") -> tuple[list[Features], np.ndarray]:
     """:func:`featurize_table` as a list of :class:`Features` and the ``(n, num_perm)``
     ``uint32`` signatures."""
-    table = featurize_table(codes, num_perm, workers, parallel_min, chunk, backend, description)
+    table = featurize_table(codes, num_perm, workers, parallel_min, chunk, backend, description,
+                            keep_shingles=False)
     return [table.features(i) for i in range(len(table))], table.sigs
 
 
 def featurize_chunk(codes: Sequence, num_perm: int, backend: str = "rensa") -> tuple[list[Features], np.ndarray]:
     """:func:`featurize` of ``codes`` in this process."""
-    table = featurize_chunk_table(codes, num_perm, backend)
+    table = featurize_chunk_table(codes, num_perm, backend, keep_shingles=False)
     return [table.features(i) for i in range(len(table))], table.sigs

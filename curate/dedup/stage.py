@@ -71,6 +71,11 @@ __all__ = ["run", "ReferenceUnavailable"]
 STAGE = "dedup"
 OPS_AGREEMENT = 0.8
 """Least multiset overlap of two near-duplicates' op names (:func:`ops_agree_counts`)."""
+KEEP_SHINGLES_MAX_CODE_BYTES = 6 << 30
+"""Up to this much code (bytes), the features keep every document's shingle hashes for
+the exact check near the threshold (about 0.6 bytes per byte of code on mined problems,
+held until the check is done); above it, the check normalizes the documents of unsure
+pairs again (about 80 us per document) instead of holding them all."""
 
 
 def _check(threshold: float, num_perm: int, contamination_threshold: float, backend: str) -> None:
@@ -161,8 +166,10 @@ def run(out: Path | str, source: Path | str | None = None, threshold: float = 0.
     steps["read"] = time.monotonic() - t0
 
     t = time.monotonic()
+    keep = int(codes.str.len_bytes().sum() or 0) <= KEEP_SHINGLES_MAX_CODE_BYTES
     feats = featurize_table(codes, num_perm, workers, backend=backend, parse_check=parse_check,
-                            screen=index.screen(contamination_threshold) if index else None)
+                            screen=index.screen(contamination_threshold) if index else None,
+                            keep_shingles=keep)
     steps["features"] = time.monotonic() - t
 
     # One entry per distinct normalized text; identical texts share everything below.
@@ -178,7 +185,9 @@ def run(out: Path | str, source: Path | str | None = None, threshold: float = 0.
     doc_sigs = feats.sigs[doc_rows]
     a, b, sim = candidate_arrays(doc_sigs, threshold, backend, floor=threshold - exact.MARGIN)
     doc_codes = _Rows(codes, doc_rows)
-    a, b, sim, checked = exact.settle(doc_codes, a, b, sim, threshold)
+    kept = (lambda k: feats.shingles_of(int(doc_rows[k]))) if feats.shingles is not None else None
+    a, b, sim, checked = exact.settle(doc_codes, a, b, sim, threshold, shingles=kept)
+    feats.shingles = feats.shingle_offsets = None  # not needed any more
     # Near-duplicates must also compute the same thing: torch's ReLU and Mish differ by one
     # call and pass 0.8 Jaccard, but are different kernels to write.
     agree = ops_agree_counts(feats, doc_rows[a], doc_rows[b])
