@@ -209,3 +209,11 @@ def test_module_alias_reads_are_inlined(tmp_path: Path):
     exec(compile(closure.source, "<head>", "exec"), ns)
     head = ns["FastRCNNConvFCHead"]((64, 7, 7), [64, 64], [128])
     assert head(torch.randn(2, 64, 7, 7)).shape == (2, 128)
+
+
+def test_synthesis_order_takes_sources_in_turn():
+    from curate.mine.stage import interleave
+
+    rows = [("transformers", 0), ("transformers", 1), ("transformers", 2), ("timm", 3), ("torch", 4), ("timm", 5)]
+    order = interleave(list(range(len(rows))), lambda i: rows[i][0])
+    assert order == [0, 3, 4, 1, 5, 2] and sorted(order) == list(range(6))

@@ -105,6 +105,27 @@ def run(manifest: Path | str, out: Path | str, workers: int | None = None, timeo
             ex.close()
 
 
+def interleave(items: list, key) -> list:
+    """``items`` taken in turn from each ``key`` group (first come first within a group), so
+    the synthesis of a long run, journaled as it goes, reaches every source early: a run
+    stopped part way has a yield for each, not the first sources' thousands of classes.
+    The table itself is written in task order whatever the order of work."""
+    groups: dict[Any, list] = {}
+    for it in items:
+        groups.setdefault(key(it), []).append(it)
+    out = []
+    queues = [iter(g) for g in groups.values()]
+    while queues:
+        alive = []
+        for q in queues:
+            nxt = next(q, None)
+            if nxt is not None:
+                out.append(nxt)
+                alive.append(q)
+        queues = alive
+    return out
+
+
 def _run(manifest: Path | str, out: Path | str, entries: list[dict], cache: Path, ex: Executor,
          timeout_s: float, mem_mb: int, limit: int | None, t0: float) -> dict[str, Any]:
     rejects = Rejections("mine")
@@ -155,7 +176,8 @@ def _run(manifest: Path | str, out: Path | str, entries: list[dict], cache: Path
                 "limit": limit}
     journal = Journal(stage_dir(out, "mine") / "_journal.jsonl", settings)
     keys = [content_key(row["problem_id"], args[0]) for row, args in tasks]
-    todo = [i for i, k in enumerate(keys) if k not in journal]
+    todo = interleave([i for i, k in enumerate(keys) if k not in journal],
+                      lambda i: tasks[i][0]["source"]["name"])
     calls = [(tasks[i][1], {}) for i in todo]
     t = time.monotonic()
     outcomes = ex.sandboxed(synthesize_task, calls, timeout_s=timeout_s, mem_mb=mem_mb, guard=True)
