@@ -7,6 +7,7 @@ Imported only when :func:`curate.mine.run` is called, so processes that only ind
 from __future__ import annotations
 
 import hashlib
+import json
 import time
 from pathlib import Path
 from typing import Any
@@ -159,9 +160,11 @@ def _run(manifest: Path | str, out: Path | str, entries: list[dict], cache: Path
         if remaining is not None:
             remaining -= len(cands)
         t = time.monotonic()
+        closure_rejects: dict[str, int] = {}
         for row, task in closures(found, cands, timeout_s, ex):
             if len(task) == 2:
                 rejects.add(row, *task)
+                closure_rejects[task[0]] = closure_rejects.get(task[0], 0) + 1
             else:
                 tasks.append((row, task))
         phases["closure"] += time.monotonic() - t
@@ -170,12 +173,15 @@ def _run(manifest: Path | str, out: Path | str, entries: list[dict], cache: Path
             "version": found.source.version, "licence": found.source.licence, "files": found.files,
             "prefilter_skipped": len(found.skipped), "syntax_errors": len(found.broken),
             "indexed_on_demand": found.indexed_on_demand, "classes": found.classes,
-            "module_classes": len(found.candidates)}
+            "module_classes": len(found.candidates), "closure_rejected": closure_rejects}
 
     settings = {"manifest": Path(manifest).read_text(), "timeout_s": timeout_s, "mem_mb": mem_mb,
                 "limit": limit}
     journal = Journal(stage_dir(out, "mine") / "_journal.jsonl", settings)
     keys = [content_key(row["problem_id"], args[0]) for row, args in tasks]
+    plan = stage_dir(out, "mine") / "_plan.json"  # for progress reports on a running or stopped run
+    plan.write_text(json.dumps({"sources": per_source, "tasks": {
+        k: row["source"]["name"] for (row, _), k in zip(tasks, keys)}}))
     todo = interleave([i for i, k in enumerate(keys) if k not in journal],
                       lambda i: tasks[i][0]["source"]["name"])
     calls = [(tasks[i][1], {}) for i in todo]
@@ -205,4 +211,5 @@ def _run(manifest: Path | str, out: Path | str, entries: list[dict], cache: Path
                                "workers": ex.workers,
                                "phase_seconds": {k: round(v, 2) for k, v in phases.items()}})
     journal.remove()
+    plan.unlink(missing_ok=True)
     return stats
