@@ -217,3 +217,13 @@ def test_synthesis_order_takes_sources_in_turn():
     rows = [("transformers", 0), ("transformers", 1), ("transformers", 2), ("timm", 3), ("torch", 4), ("timm", 5)]
     order = interleave(list(range(len(rows))), lambda i: rows[i][0])
     assert order == [0, 3, 4, 1, 5, 2] and sorted(order) == list(range(6))
+
+
+def test_a_namespace_comes_after_the_definitions_it_binds_in_an_import_cycle():
+    # torch_geometric: the package __init__ re-exports is_compiling from _compile, which the
+    # package's own modules import back; first-seen order bound the namespace before `def`
+    from curate.mine.closure import _NS, _namespaces_last
+
+    order = [_NS + "pkg", "pkg._compile", "pkg.nn.conv"]
+    deps = {_NS + "pkg": {"pkg._compile"}, "pkg._compile": {_NS + "pkg"}, "pkg.nn.conv": {_NS + "pkg"}}
+    assert _namespaces_last(order, deps) == ["pkg._compile", _NS + "pkg", "pkg.nn.conv"]

@@ -474,7 +474,7 @@ class Resolver:
 
     # -- output ----------------------------------------------------------------------
     def _emit(self, st: _State, class_name: str) -> Closure:
-        order = _topo(st.file_deps, st.first_seen)
+        order = _namespaces_last(_topo(st.file_deps, st.first_seen), st.file_deps)
         parts = ["from __future__ import annotations", ""]
         copied: dict[str, list[str]] = {}
         for mod in order:
@@ -587,6 +587,19 @@ def _dep_node(ent: Entity, st: _State) -> str | None:
 
 def _common_prefix(a: str, b: str) -> int:
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
+def _namespaces_last(order: list[str], deps: dict[str, set[str]]) -> list[str]:
+    """Move each namespace node after the last node it binds: in an import cycle (a package
+    ``__init__`` re-exporting from a submodule that imports the package, as torch_geometric's
+    ``is_compiling``) first-seen order put ``pkg = SimpleNamespace(f=f)`` before ``def f``."""
+    order = list(order)
+    for node in [m for m in order if m.startswith(_NS)]:
+        members = [order.index(d) for d in deps.get(node, ()) if d in order]
+        if members and max(members) > order.index(node):
+            order.remove(node)
+            order.insert(max(order.index(d) for d in deps[node] if d in order) + 1, node)
+    return order
 
 
 def _topo(deps: dict[str, set[str]], first_seen: dict[str, int]) -> list[str]:
