@@ -14,11 +14,11 @@ from __future__ import annotations
 import argparse
 import collections
 import json
-import math
 import random
 import sys
 import time
 
+from curate.bench.stats import wilson
 from curate.executor import Executor, make_executor
 from curate.mine import default_cache
 from curate.mine.closure import ClosureError, Resolver
@@ -27,17 +27,6 @@ from curate.mine.scan import scan
 from curate.mine.sources import SourceUnavailable, load_manifest, resolve
 from curate.mine.synthesize import synthesize_task
 from curate.sandbox import FILESYSTEM, NETWORK, PROCESS
-
-
-def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
-    """95% Wilson score interval of a proportion k/n (Wilson 1927)."""
-    if n == 0:
-        return 0.0, 1.0
-    p = k / n
-    d = 1 + z * z / n
-    c = (p + z * z / (2 * n)) / d
-    h = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / d
-    return max(0.0, c - h), min(1.0, c + h)
 
 
 def candidates(entry: dict, executor: Executor) -> tuple[object, Resolver, list[tuple[str, str]]]:

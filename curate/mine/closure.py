@@ -595,10 +595,10 @@ def _namespaces_last(order: list[str], deps: dict[str, set[str]]) -> list[str]:
     ``is_compiling``) first-seen order put ``pkg = SimpleNamespace(f=f)`` before ``def f``."""
     order = list(order)
     for node in [m for m in order if m.startswith(_NS)]:
-        members = [order.index(d) for d in deps.get(node, ()) if d in order]
-        if members and max(members) > order.index(node):
-            order.remove(node)
-            order.insert(max(order.index(d) for d in deps[node] if d in order) + 1, node)
+        pos = order.index(node)
+        last = max((order.index(d) for d in deps.get(node, ()) if d in order), default=-1)
+        if last > pos:
+            order.insert(last, order.pop(pos))  # after the pop, index `last` is just past it
     return order
 
 
