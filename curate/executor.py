@@ -39,7 +39,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from multiprocessing import get_context
 from typing import Any, Callable, Iterator, Sequence
 
-from curate.sandbox import Outcome, Sandbox
+from curate.sandbox import Outcome, Sandbox, die_with_parent
 
 __all__ = ["Executor", "LocalExecutor", "RayExecutor", "make_executor", "EXECUTORS"]
 
@@ -77,9 +77,13 @@ def _run_chunk_ray(fn: Callable, items: list, box: list | None = None) -> list:
     return _run_chunk(fn, items, _RAY_SHARED[key])
 
 
-def _set_shared(blob: bytes) -> None:
+def _worker_init(blob: bytes | None = None) -> None:
+    """A pool worker's start: it ends with its parent (a run killed with SIGKILL leaves no idle
+    workers behind), and receives the map's shared data once."""
     global _SHARED
-    _SHARED = pickle.loads(blob)
+    die_with_parent()
+    if blob is not None:
+        _SHARED = pickle.loads(blob)
 
 
 def _sandboxed_call(fn: Callable, args: tuple, kwargs: dict, timeout_s: float, mem_mb: int | None,
@@ -158,6 +162,7 @@ class LocalExecutor(Executor):
 
     def _new_pool(self, **init: Any) -> ProcessPoolExecutor:
         # spawn, not fork: the parent may hold torch's threads; a forked child could deadlock
+        init.setdefault("initializer", _worker_init)
         return ProcessPoolExecutor(self.workers, mp_context=get_context("spawn"), **init)
 
     def imap(self, fn: Callable, items: Sequence, *, shared: Any = _NO_SHARED,
@@ -172,7 +177,7 @@ class LocalExecutor(Executor):
             yield from self._stream(self._pool, fn, items, chunksize)
             return
         # shared data reaches each worker once, through the initializer of a pool of its own
-        with self._new_pool(initializer=_set_shared, initargs=(pickle.dumps(shared, protocol=5),)) as pool:
+        with self._new_pool(initializer=_worker_init, initargs=(pickle.dumps(shared, protocol=5),)) as pool:
             yield from self._stream(pool, fn, items, chunksize)
 
     def _stream(self, pool: ProcessPoolExecutor, fn: Callable, items: list,

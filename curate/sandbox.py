@@ -208,7 +208,7 @@ def _short(args: tuple) -> str:
     return "(" + ", ".join(repr(a)[:120] for a in args if not hasattr(a, "fileno")) + ")"
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """SIGKILL this task when the fork server (its parent) ends: a run killed with SIGKILL
     takes its fork server with it, and a task in its own session (a hostile infinite loop,
     say) would otherwise spin on with nobody left to enforce its time limit. Linux only."""
@@ -228,7 +228,7 @@ def _child(conn, fn: Callable, args: tuple, kwargs: dict, mem_mb: int | None, qu
     import resource
 
     os.setsid()  # own process group: a kill reaches whatever the task spawned
-    _die_with_parent()
+    die_with_parent()
     os.chdir(workdir)
     if quiet:
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -160,3 +160,46 @@ def test_mine_on_ray_writes_the_table_of_the_local_run(ray_ex, tmp_path: Path):
                                                              "repo:pkg/broken.py": "syntax_error"}
     assert rej.select(["problem_id", "reject_reason"]).equals(
         read_rejected(tmp_path / "local" / "mine").select(["problem_id", "reject_reason"]))
+
+
+def _pid(_: int) -> int:
+    import os
+    import time
+
+    time.sleep(0.2)  # long enough for both workers to take an item
+    return os.getpid()
+
+
+def test_pool_workers_end_with_a_parent_killed_by_sigkill(tmp_path):
+    """A run killed with SIGKILL alone (not its process group: the OOM killer, ``kill -9``)
+    leaves no idle pool workers behind."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from test_sandbox import _running
+
+    pid_file = tmp_path / "workers"
+    prog = (f"import sys, time; sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+            "from curate.executor import LocalExecutor\nfrom test_executor import _pid\n"
+            "ex = LocalExecutor(2)\npids = set(ex.map(_pid, range(8)))\n"
+            f"open({str(pid_file)!r}, 'w').write(' '.join(map(str, pids)))\ntime.sleep(600)\n")
+    run = subprocess.Popen([sys.executable, "-c", prog], start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline and run.poll() is None, "the map never finished"
+        time.sleep(0.1)
+    workers = [int(p) for p in pid_file.read_text().split()]
+    assert workers and all(_running(p) for p in workers)
+    os.kill(run.pid, signal.SIGKILL)
+    run.wait()
+    deadline = time.monotonic() + 30
+    while any(_running(p) for p in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    alive = [p for p in workers if _running(p)]
+    for p in alive:
+        os.kill(p, signal.SIGKILL)
+    os.killpg(run.pid, signal.SIGKILL) if alive else None
+    assert not alive, "pool workers outlived their run"

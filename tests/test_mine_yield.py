@@ -24,9 +24,10 @@ from curate.mine.synthesize import synthesize
 
 CACHE = default_cache()
 
-# Packages a mined problem must not need: it runs with torch (and the standard library) alone.
+# Packages a mined problem must not need: it runs with torch, numpy and the standard library alone.
 BLOCKED = ["einops", "einx", "transformers", "timm", "torchvision", "huggingface_hub", "packaging",
-           "vit_pytorch", "x_transformers", "torchgeo", "diffusers", "local_attention", "safetensors"]
+           "vit_pytorch", "x_transformers", "torchgeo", "diffusers", "local_attention", "safetensors",
+           "monai", "peft", "accelerate"]
 _RUN_ALONE = textwrap.dedent("""
     import importlib.abc, sys
     BLOCKED = set(%r)
@@ -255,6 +256,79 @@ def test_clashing_definitions_from_two_files_are_both_kept_renamed(tmp_path: Pat
     assert ns["Both"]()(torch.ones(1)).item() == 4.0 + 2.0
     # a.helper takes the name b imports it under; a.SCALE is renamed; the parameter is untouched
     assert "def scale_a(x):\n    return x * SCALE_2" in src and "SCALE=None" in src
+
+
+def test_a_clashing_dunder_global_keeps_its_dunder_form(tmp_path: Path):
+    """Two files' ``__version__``: the second is renamed ``__version_2__``, not ``__version___2``,
+    which Python would name-mangle inside a class body (peft's configs read it there)."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("__version__ = '1.0'\ndef va():\n    return __version__\n")
+    (pkg / "b.py").write_text(textwrap.dedent("""
+        import torch
+        from torch import nn
+        from .a import va
+        __version__ = '2.0'
+        class Versioned(nn.Module):
+            version = __version__
+            def forward(self, x):
+                return x * float(self.version) + float(va())
+    """))
+    src = Resolver(tmp_path, {}).closure("pkg.b", "Versioned").source
+    ns: dict = {}
+    exec(compile(src, "versioned", "exec"), ns)
+    assert ns["Versioned"]()(torch.ones(1)).item() == 2.0 + 1.0
+    assert "__version_2__" in src and "__version___2" not in src
+
+
+def test_transformers_version_reads_resolve_to_the_standin(tmp_path: Path):
+    """``import transformers; transformers.__version__`` (peft's import-time checks) reads the
+    stand-in's version; a name the stand-in lacks stays a placeholder raising ImportError."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "m.py").write_text(textwrap.dedent("""
+        import torch
+        import transformers
+        from transformers import PreTrainedModel
+        NEW = int(transformers.__version__.split(".")[0]) >= 5
+        class Gate(torch.nn.Module):
+            def forward(self, x):
+                return x * 2 if NEW else x
+            def hub_model(self):
+                return PreTrainedModel()
+    """))
+    src = Resolver(tmp_path, {}).closure("pkg.m", "Gate").source
+    ns: dict = {}
+    exec(compile(src, "gate", "exec"), ns)
+    assert ns["Gate"]()(torch.ones(1)).item() == 2.0
+    with pytest.raises(ImportError):
+        ns["Gate"]().hub_model()
+
+
+def test_registrations_into_a_copied_factory_are_copied_too():
+    """monai's layer factories fill ``Act``, ``Conv``, ``Norm`` at import time
+    (``Act.add_factory_class(...)``, ``@Conv.factory_function("conv")``); nothing reads those
+    statements by name, yet ``Act.PRELU`` fails without them. The mined SegResNet holds them
+    and runs with monai absent."""
+    resolver = pypi("monai", "1.6.1")
+    closure = resolver.closure("monai.networks.nets.segresnet", "SegResNet")
+    assert "Act.add_factory_class(" in closure.source and "@Conv.factory_function(" in closure.source
+    prob = synthesize(closure.source, "SegResNet", "test: monai SegResNet", 60.0)
+    assert "monai" not in imported(prob["code"])
+    run_alone(prob["code"])
+
+
+def test_peft_adapter_layer_with_transformers_version_checks_and_hub_mixin():
+    """peft derives configs from ``transformers.utils.PushToHubMixin`` (a stand-in now), and an
+    adapter layer gets the kind of layer it wraps (``base_layer``) built in the problem."""
+    resolver = pypi("peft", "0.21.2")
+    closure = resolver.closure("peft.tuners.fourierft.layer", "FourierFTLinear")
+    assert "class PushToHubMixin" in closure.source
+    prob = synthesize(closure.source, "FourierFTLinear", "test: peft FourierFTLinear", 60.0)
+    assert "torch.nn.Linear(" in prob["code"] and not imported(prob["code"]) & {"peft", "transformers"}
+    run_alone(prob["code"])
 
 
 def test_rename_globals_leaves_locals_attributes_and_keywords_alone():

@@ -41,7 +41,10 @@ from libcst.metadata import GlobalScope, MetadataWrapper, ScopeProvider
 from curate.mine import shims
 from curate.mine.index import Binding, FileIndex, index_source
 
-RUNTIME_MODULES = frozenset(sys.stdlib_module_names) | {"torch", "typing_extensions"}
+#: What a problem may import: the standard library, torch (with typing_extensions, which it
+#: requires) and numpy, which every kernel-evaluation environment has (KernelBench's, and our
+#: GPU workers', which import torch, triton, numpy and the standard library alone).
+RUNTIME_MODULES = frozenset(sys.stdlib_module_names) | {"torch", "typing_extensions", "numpy"}
 RESERVED = {"Model", "get_inputs", "get_init_inputs"}
 #: Characters of copied source past which a closure is rejected (`closure_too_large`): diffusers'
 #: ModelMixin subclasses pull in the whole library (25 MB), no problem a model can be given.
@@ -148,6 +151,11 @@ class Resolver:
         stand_in = self.shim(module)
         return stand_in is not None and (name in stand_in.imports or name in self._defines(_SHIM + module, stand_in))
 
+    def _stand_in_only(self, module: str) -> bool:
+        """Whether ``module`` exists only as a stand-in (no source or dependency file)."""
+        path = self.module_path(module)
+        return path is not None and path.is_relative_to(shims.path("curate.unavailable").parent)
+
     def is_runtime(self, module: str) -> bool:
         return module.split(".")[0] in self.runtime
 
@@ -237,8 +245,8 @@ class Resolver:
             return ent
         if self.module_path(sub) is not None:
             return ("<module>", sub)
-        if pkg is None:
-            return ("<missing>", sub)
+        if pkg is None or self._stand_in_only(absmod):
+            return ("<missing>", sub)  # a stand-in covers part of a package: the rest is missing
         return None
 
     # -- closure -------------------------------------------------------------------
@@ -342,6 +350,15 @@ class Resolver:
                     st.claim((module, d), want if d == name0 else d)
         if ent not in st.names:
             raise ClosureError("not_found", f"{name0} is not defined in {module}")
+        self._copy(module, new_stmts, st, via, name0)
+        if any(idx.stmts[i].kind == "assign" for i in new_stmts):
+            self._registrations(module, name0, st, via)
+        return st.names[ent]
+
+    def _copy(self, module: str, new_stmts: list[int], st: _State, via: str, name0: str) -> None:
+        """Copy statements ``new_stmts`` of ``module`` (their names already claimed) and
+        everything they read."""
+        idx = self.load(module)
         for i in new_stmts:
             st.stmts.setdefault(module, set()).add(i)
             st.chars += len(idx.stmts[i].code)
@@ -359,7 +376,31 @@ class Resolver:
                 got = self._nested_imports(module, i, st, via=name0)
                 if got is not st:
                     st.__dict__.update(got.__dict__)
-        return st.names[ent]
+
+    def _registrations(self, module: str, name: str, st: _State, via: str) -> None:
+        """Copy the top-level statements of ``module`` that register entries into the object
+        ``name`` binds: ``Act.add_factory_class("ELU", nn.ELU)`` and functions or classes
+        decorated ``@Act.factory_function("swish")`` (monai's layer factories). Nothing reads
+        them by name, yet ``Act.PRELU`` fails without them. Each is tried on a copy of the
+        state and left out when it cannot be copied."""
+        idx = self.load(module)
+        pattern = re.compile(rf"(?:@[ \t]*)?{re.escape(name)}[ \t]*\.")
+        for j, s in enumerate(idx.stmts):
+            if j in st.stmts.get(module, ()) or s.kind not in ("call", "def", "class"):
+                continue
+            first = next((ln.lstrip() for ln in s.code.splitlines()
+                          if ln.strip() and not ln.lstrip().startswith("#")), "")
+            if not pattern.match(first) or first.startswith("@") is (s.kind == "call"):
+                continue
+            trial = st.copy()
+            try:
+                for d in s.defines:
+                    if (module, d) not in trial.names:
+                        trial.claim((module, d), d)
+                self._copy(module, [j], trial, via, name)
+            except (ClosureError, RecursionError):
+                continue
+            st.__dict__.update(trial.__dict__)
 
     def _nested_imports(self, module: str, i: int, st: _State, via: str) -> _State:
         """Imports inside a copied statement (a ``try: from .fast_norm import ...`` block, an
@@ -557,9 +598,11 @@ class _State:
         for definitions, so a copied ``format`` cannot shadow another file's builtin)."""
         name, n = want, 1
         avoid_builtin = ent[0] not in _IMPORTS
+        dunder = len(want) > 4 and want.startswith("__") and want.endswith("__")
         while name in self.taken or name in RESERVED or (avoid_builtin and name in _BUILTINS):
             n += 1
-            name = f"{want}_{n}"
+            # `__version___2` read in a class body would be name-mangled; `__version_2__` is not
+            name = f"{want[:-2]}_{n}__" if dunder else f"{want}_{n}"
         self.names[ent] = name
         self.taken[name] = ent
         return name

@@ -6,7 +6,7 @@ A manifest entry can name them::
 
 Each dependency is a PyPI distribution (pinned), downloaded like a ``pypi`` source; the
 closure (:class:`curate.mine.closure.Resolver`) follows imports into it and copies what a
-mined class needs, so the problem stays runnable with torch alone. Its name, version and
+mined class needs, so the problem stays runnable with torch and numpy alone. Its name, version and
 licence are written into the problems that use its code.
 """
 

@@ -110,6 +110,21 @@ MODULE_CHOICES = [Expr(f"torch.nn.Linear({C}, {C})"), Expr(f"torch.nn.Conv2d({C}
                   Expr("torch.nn.Identity()")]
 
 
+# The layer an adapter wraps (peft's LoRA/IA3/... layers take ``base_layer``): the layer kind
+# the class is named for first.
+_WRAPPED_RE = r"^(base_layer|base_module|orig_module|original_module|target_module|wrapped_module|base_model)$"
+_WRAPPED_BY_NAME = [(r"Conv1d", Expr(f"torch.nn.Conv1d({C}, {C}, 3, padding=1)")),
+                    (r"Conv3d", Expr(f"torch.nn.Conv3d({C}, {C}, 3, padding=1)")),
+                    (r"Conv", Expr(f"torch.nn.Conv2d({C}, {C}, 3, padding=1)")),
+                    (r"Embedding", Expr(f"torch.nn.Embedding(1024, {C})")),
+                    (r"MultiheadAttention", Expr(f"torch.nn.MultiheadAttention({C}, 4, batch_first=True)"))]
+
+
+def _wrapped_choices(class_name: str) -> list[Any]:
+    first = [e for pat, e in _WRAPPED_BY_NAME if re.search(pat, class_name)][:1]
+    return first + [e for e in MODULE_CHOICES[:2] if e not in first]
+
+
 def _annotation_text(param: inspect.Parameter) -> str:
     ann = param.annotation
     if ann is inspect.Parameter.empty:
@@ -196,6 +211,8 @@ def guess(name: str, param: inspect.Parameter, cls: type, ns: dict[str, Any]) ->
         return NORM_CHOICES
     if re.search(_BLOCK_RE, low) and "int" not in ann_l:
         return _block_classes(ns, cls) + MODULE_CHOICES
+    if re.search(_WRAPPED_RE, low):
+        return _wrapped_choices(cls.__name__)
     if re.search(_MODULE_RE, low) or re.search(r"\bmodule\b|nn\.module|callable", ann_l):
         return MODULE_CHOICES + ACT_CHOICES[:1]
     if ann_l == "bool" or re.search(_BOOL_RE, low):

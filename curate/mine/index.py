@@ -35,7 +35,7 @@ class Stmt:
     defines: list[str]
     uses: list[str]
     attrs: list[tuple[str, str]]  # (name, attr) of each `name.attr` read
-    kind: str  # class | def | assign | block
+    kind: str  # class | def | assign | block | call (a bare `name.method(...)` call)
 
 
 @dataclass
@@ -214,6 +214,14 @@ def _ast_uses(nodes: list[ast.AST]) -> tuple[list[str], list[tuple[str, str]]]:
     return sorted(names), sorted(attrs)
 
 
+def _ast_registers(node: ast.stmt) -> bool:
+    """Whether a top-level statement is a bare call of a method of a name (``Act.add(...)``):
+    kept in the index (kind ``call``) because it may register into an object a closure copies;
+    other bare expressions (docstrings, prints) are not part of any closure."""
+    return (isinstance(node, ast.Expr) and isinstance(node.value, ast.Call)
+            and isinstance(node.value.func, ast.Attribute) and isinstance(node.value.func.value, ast.Name))
+
+
 def _ast_block_defines(node: ast.AST) -> list[str]:
     """Names bound in an if/try block, in source order (libcst's :func:`_block_defines`)."""
     names: list[str] = []
@@ -338,6 +346,9 @@ def index_source_ast(text: str, module: str, is_package: bool = False) -> FileIn
                         defines.extend(_ast_targets(t))
                 elif isinstance(s, (ast.AnnAssign, ast.AugAssign)):
                     defines.extend(_ast_targets(s.target))
+            if not defines and all(_ast_registers(s) for s in group):
+                idx.stmts.append(Stmt(code, [], *_ast_uses(group), "call"))
+                continue
             if not defines or "__all__" in defines:
                 continue
             idx.stmts.append(Stmt(code, defines, *_ast_uses(group), "assign"))

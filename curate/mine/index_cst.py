@@ -125,6 +125,12 @@ def _block_defines(node: cst.CSTNode) -> list[str]:
     return names
 
 
+def _registers(node: cst.BaseSmallStatement) -> bool:
+    """A bare ``name.method(...)`` call (see :func:`curate.mine.index._ast_registers`)."""
+    return (isinstance(node, cst.Expr) and isinstance(node.value, cst.Call)
+            and isinstance(node.value.func, cst.Attribute) and isinstance(node.value.func.value, cst.Name))
+
+
 def _is_type_checking(node: cst.If) -> bool:
     return (dotted(node.test) or "").endswith("TYPE_CHECKING")
 
@@ -159,8 +165,11 @@ def index_source_cst(text: str, module: str, is_package: bool = False) -> FileIn
                         defines.extend(_targets(t.target))
                 elif isinstance(s, (cst.AnnAssign, cst.AugAssign)):
                     defines.extend(_targets(s.target))
+            if not defines and all(_registers(s) for s in small):
+                idx.stmts.append(Stmt(code, [], *_uses(node), "call"))
+                continue
             if not defines:
-                continue  # bare expressions (calls, docstrings) are not part of any closure
+                continue  # other bare expressions (docstrings, prints) are not part of any closure
             if "__all__" in defines:
                 continue
             idx.stmts.append(Stmt(code, defines, *_uses(node), "assign"))

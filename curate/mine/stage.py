@@ -175,8 +175,10 @@ def _run(manifest: Path | str, out: Path | str, entries: list[dict], cache: Path
             "indexed_on_demand": found.indexed_on_demand, "classes": found.classes,
             "module_classes": len(found.candidates), "closure_rejected": closure_rejects}
 
-    settings = {"manifest": Path(manifest).read_text(), "timeout_s": timeout_s, "mem_mb": mem_mb,
-                "limit": limit}
+    # An item's key is its problem id and closure source, so the manifest (which items
+    # exist) is not part of the fingerprint: a source added to the manifest, or a larger
+    # --limit, resumes a stopped run instead of discarding its finished syntheses.
+    settings = {"journal": 2, "timeout_s": timeout_s, "mem_mb": mem_mb}
     journal = Journal(stage_dir(out, "mine") / "_journal.jsonl", settings)
     keys = [content_key(row["problem_id"], args[0]) for row, args in tasks]
     plan = stage_dir(out, "mine") / "_plan.json"  # for progress reports on a running or stopped run

@@ -3,7 +3,7 @@
 Each file here is our own code standing in for one module (named in :data:`STAND_INS`). The
 closure (:mod:`curate.mine.closure`) resolves an import from such a module to the stand-in's
 definition, when it has one, and copies it into the problem like any other dependency, so
-problems stay runnable with torch alone. A stand-in reproduces the behaviour mined modules
+problems stay runnable with torch and numpy alone. A stand-in reproduces the behaviour mined modules
 rely on (tested against the real package where it can be installed), not the whole API.
 """
 
@@ -17,6 +17,7 @@ _DIR = Path(__file__).parent
 STAND_INS: dict[str, str] = {
     "einops": "einops.py",
     "einops.layers.torch": "einops_layers_torch.py",
+    "transformers": "transformers.py",
     "transformers.utils": "transformers_utils.py",
     "transformers.utils.generic": "transformers_reexports.py",
     "transformers.utils.import_utils": "transformers_reexports.py",

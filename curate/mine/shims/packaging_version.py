@@ -19,6 +19,15 @@ class Version:
         self.release = tuple(int(p) for p in m.group(1).split("."))
         rest = m.group(2)
         self.is_prerelease = bool(re.search(r"(a|b|rc|alpha|beta|dev|pre)", rest))
+        dev = re.search(r"dev\.?(\d*)", rest)
+        self.dev = (int(dev.group(1) or 0)) if dev else None
+        self.is_devrelease = dev is not None
+        post = re.search(r"post\.?(\d*)", rest)
+        self.post = (int(post.group(1) or 0)) if post else None
+        self.is_postrelease = post is not None
+        pre = re.search(r"(a|b|rc)\.?(\d+)", rest)
+        self.pre = (pre.group(1), int(pre.group(2))) if pre else None
+        self.local = str(version).split("+")[1] if "+" in str(version) else None
         self.base_version = ".".join(str(p) for p in self.release)
         self.major = self.release[0]
         self.minor = self.release[1] if len(self.release) > 1 else 0

@@ -133,3 +133,14 @@ def maybe_autocast(device_type, dtype=None, enabled=True, cache_enabled=None):
     """``torch.autocast`` (switched off on devices without autocast support)."""
     kwargs = {} if cache_enabled is None else {"cache_enabled": cache_enabled}
     return torch.autocast(device_type=device_type, dtype=dtype, enabled=enabled, **kwargs)
+
+
+class PushToHubMixin:
+    """Uploading to the Hub is not part of a problem (peft's configs and models derive from it)."""
+
+    def push_to_hub(self, *args, **kwargs):
+        raise ConnectionError("push_to_hub: a mined problem does not upload to the Hugging Face Hub")
+
+
+def http_user_agent(user_agent=None):
+    return ""
