@@ -233,6 +233,35 @@ def test_transformers_whole_model_runs_on_token_ids(transformers_resolver):
     run_alone(prob["code"])
 
 
+def test_generic_head_builds_its_family_base_model_through_automodel(transformers_resolver):
+    """transformers 5's ``GenericForTokenClassification`` heads build the base model with
+    ``AutoModel.from_config(config)``: the closure copies ``LlamaModel`` and ``LlamaConfig``
+    beside the head, and the AutoModel stand-in builds it; a missing padding id is set so the
+    classification head can find each row's last token."""
+    mod = "transformers.models.llama.modeling_llama"
+    for cls in ("LlamaForTokenClassification", "LlamaForSequenceClassification"):
+        prob = mine(transformers_resolver, mod, cls)
+        assert "class LlamaModel(" in prob["code"] and "class LlamaConfig(" in prob["code"]
+        assert prob["input_spec"][0]["kind"] == "index"
+        run_alone(prob["code"])
+
+
+def test_transformers_logger_standin_warns_once(caplog):
+    spec = importlib.util.spec_from_file_location("standin_logging", Path(__file__).resolve().parents[1]
+                                                  / "curate" / "mine" / "shims" / "transformers_utils_logging.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    log = mod.get_logger("curate.test.once")
+    with caplog.at_level("INFO", logger="curate.test.once"):
+        for _ in range(3):
+            log.warning_once("cache is not supported")
+            log.info_once("eager attention")
+        log.warning("every time")
+        log.warning("every time")
+    assert [r.getMessage() for r in caplog.records] == ["cache is not supported", "eager attention",
+                                                        "every time", "every time"]
+
+
 # --------------------------------------------------------------------------- closure
 def test_clashing_definitions_from_two_files_are_both_kept_renamed(tmp_path: Path):
     pkg = tmp_path / "pkg"

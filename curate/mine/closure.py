@@ -266,16 +266,27 @@ class Resolver:
         if ent != (module, class_name):
             raise ClosureError("not_found", f"{class_name} is not defined in {module}")
         self._materialize(ent, class_name, st, via=class_name)
-        for name in self._init_configs(module, class_name):
-            trial = st.copy()
-            try:
-                got = self.locate(module, name)
-                if got is not None and got[0] not in _IMPORTS:
-                    self._materialize(got, name, trial, via=class_name)
-                    st = trial
-            except (ClosureError, RecursionError):
-                pass  # the module may still run without it (a configuration built elsewhere)
+        configs = self._init_configs(module, class_name)
+        head = re.match(r"(\w+?)For[A-Z]\w*$", class_name)
+        if head and (_SHIM + "transformers.models.auto", "AutoModel") in st.names:
+            base = head.group(1) + "Model"  # a generic head: AutoModel builds its family's base model
+            self._try_copy(module, base, st, class_name)
+            configs += [c for c in self._init_configs(module, base) if c not in configs]
+        for name in configs:
+            self._try_copy(module, name, st, class_name)  # may run without it (a config built elsewhere)
         return self._emit(st, class_name)
+
+    def _try_copy(self, module: str, name: str, st: _State, via: str) -> None:
+        """Copy what ``name`` denotes in ``module`` too, when it can be copied (on a trial
+        copy of the state, merged back on success)."""
+        trial = st.copy()
+        try:
+            got = self.locate(module, name)
+            if got is not None and got[0] not in _IMPORTS:
+                self._materialize(got, name, trial, via=via)
+                st.__dict__.update(trial.__dict__)
+        except (ClosureError, RecursionError):
+            pass
 
     def _init_configs(self, module: str, class_name: str) -> list[str]:
         """Configuration classes the class's ``__init__`` takes, which annotations alone do not

@@ -300,7 +300,7 @@ def scaled_config(config_cls: type, max_width: int = MAX_WIDTH) -> dict[str, Any
     Builds the class's defaults, then divides width-like integers by ``width / max_width``
     (rounded to multiples of 8), head counts by the same factor (head size kept, at least one
     head, key/value groups kept), caps layer counts at :data:`MAX_LAYERS`, the vocabulary at
-    :data:`MAX_VOCAB` (token ids above it moved inside), experts at 4 (2 per token), and sets
+    :data:`MAX_VOCAB` (token ids above it moved inside, a missing padding id set to its last id), experts at 4 (2 per token), and sets
     dropout probabilities to 0 (problems must be deterministic). Returns only changed values.
     Sub-configurations (attributes that are configurations themselves) are scaled the same way
     and returned as dicts.
@@ -364,6 +364,8 @@ def scaled_config(config_cls: type, max_width: int = MAX_WIDTH) -> dict[str, Any
         for k, v in values.items():
             if k.endswith("token_id") and isinstance(v, int) and not isinstance(v, bool) and v >= vocab:
                 out[k] = vocab - 1
+        if "pad_token_id" in values and values["pad_token_id"] is None:
+            out["pad_token_id"] = vocab - 1  # classification heads find each row's last non-pad token
     return out
 
 

@@ -20,6 +20,13 @@ class Cache:
     def get_seq_length(self, layer_idx=0):
         return self.keys[layer_idx].shape[-2] if layer_idx in self.keys else 0
 
+    def get_mask_sizes(self, query_length, layer_idx=0):
+        """(kv_length, kv_offset) for building layer ``layer_idx``'s attention mask: what is
+        cached plus the new queries, no offset (a cache without a sliding window)."""
+        if not isinstance(query_length, int):  # older callers pass cache_position
+            query_length = query_length.shape[0]
+        return self.get_seq_length(layer_idx) + query_length, 0
+
 
 class DynamicCache(Cache):
     pass
@@ -34,3 +41,6 @@ class EncoderDecoderCache(Cache):
 
     def get_seq_length(self, layer_idx=0):
         return self.self_attention_cache.get_seq_length(layer_idx)
+
+    def get_mask_sizes(self, query_length, layer_idx=0):
+        return self.self_attention_cache.get_mask_sizes(query_length, layer_idx)

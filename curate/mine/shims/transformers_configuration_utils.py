@@ -25,6 +25,14 @@ def remap_legacy_layer_types(config=None, **kwargs):
     return None
 
 
+class _SubConfigs:
+    """``Config.sub_configs``: sub-configuration classes by key, on the class and instances."""
+
+    def __get__(self, obj, cls):
+        return {key: spec.config_class if isinstance(spec, SubConfigSpec) else spec
+                for key, spec in cls.sub_configs_defaults.items()}
+
+
 class PreTrainedConfig:
     """Base of a model configuration (see the module docstring)."""
 
@@ -37,6 +45,8 @@ class PreTrainedConfig:
     return_dict = True
     dtype = None
     chunk_size_feed_forward = 0
+    _attn_implementation = "eager"
+    sub_configs = _SubConfigs()
     is_encoder_decoder = False
     id2label = None
     label2id = None
@@ -68,22 +78,43 @@ class PreTrainedConfig:
             self.label2id = {v: k for k, v in self.id2label.items()}
         self.num_labels = len(self.id2label)
         if hasattr(self, "rope_parameters") or "rope_theta" in kwargs:
-            params = dict(getattr(self, "rope_parameters", None) or {})
-            params.setdefault("rope_type", params.get("type", "default"))
-            params.setdefault("rope_theta", kwargs.pop("rope_theta", getattr(self, "rope_theta", None)
-                                                    or self.default_theta))
-            factor = kwargs.pop("partial_rotary_factor", getattr(self, "partial_rotary_factor", None))
-            if factor is not None:
-                params.setdefault("partial_rotary_factor", factor)
-            if params["rope_type"] == "default" and self.default_rope_type != "default":
-                params["rope_type"] = self.default_rope_type
-            self.rope_parameters = params
+            kwargs = self.convert_rope_params_to_dict(**kwargs)  # a model's config may override it
         self._attn_implementation = kwargs.pop("attn_implementation", None) or "eager"
         self._experts_implementation = kwargs.pop("experts_implementation", None)
         self.output_attentions = kwargs.pop("output_attentions", False)
         self._name_or_path = ""
         for key, value in kwargs.items():
             setattr(self, key, value)
+
+    def convert_rope_params_to_dict(self, **kwargs):
+        """Legacy ``rope_scaling``/``rope_theta``/``partial_rotary_factor`` arguments into
+        ``rope_parameters``; returns the arguments left."""
+        scaling = kwargs.pop("rope_scaling", None)
+        self.rope_parameters = dict(scaling or getattr(self, "rope_parameters", None) or {})
+        if "rope_theta" in kwargs:
+            object.__setattr__(self, "rope_theta", kwargs.pop("rope_theta"))
+        if "partial_rotary_factor" in kwargs:
+            object.__setattr__(self, "partial_rotary_factor", kwargs.pop("partial_rotary_factor"))
+        self.standardize_rope_params()
+        return kwargs
+
+    def standardize_rope_params(self):
+        """Fill ``rope_parameters`` (one dict, or one per layer type such as
+        ``full_attention``/``sliding_attention``) with ``rope_type``, ``rope_theta`` and
+        ``partial_rotary_factor``, taken from the flat attributes when missing."""
+        theta = getattr(self, "rope_theta", None) or self.default_theta
+        factor = getattr(self, "partial_rotary_factor", None)
+        params = dict(getattr(self, "rope_parameters", None) or {})
+        layer_types = set(getattr(self, "layer_types", None) or ()) | {"full_attention", "sliding_attention"}
+        nested = [k for k, v in params.items() if k in layer_types and (v is None or isinstance(v, dict))]
+        for one in ([params[k] for k in nested if params[k] is not None] if nested else [params]):
+            one.setdefault("rope_type", one.get("type", "default"))
+            one.setdefault("rope_theta", theta)
+            if factor is not None:
+                one.setdefault("partial_rotary_factor", factor)
+            if one["rope_type"] == "default" and self.default_rope_type != "default":
+                one["rope_type"] = self.default_rope_type
+        self.rope_parameters = params
 
     @property
     def use_return_dict(self):

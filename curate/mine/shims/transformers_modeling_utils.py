@@ -42,6 +42,9 @@ class PreTrainedModel(nn.Module):
     def get_head_mask(self, head_mask, num_hidden_layers, is_attention_chunked=False):
         return [None] * num_hidden_layers if head_mask is None else head_mask
 
+    def warn_if_padding_and_no_attention_mask(self, input_ids, attention_mask):
+        """transformers logs a one-time warning here; a problem has nothing to warn about."""
+
 
 class _AttentionFunctions(dict):
     """Attention implementations by name; the eager one (the caller's default) is used."""

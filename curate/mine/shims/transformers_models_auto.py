@@ -1,9 +1,28 @@
 """Stand-in for ``transformers.models.auto``: ``AutoConfig`` as a generic decoder-style
-configuration (the model-type registry is not part of a mined problem). ``AutoModel`` and
-the other model registries are absent, so modules that build sub-models through them are
-rejected."""
+configuration (the model-type registry is not part of a mined problem), and ``AutoModel``
+building the base model of a configuration's family when the problem defines it (the
+``GenericForSequenceClassification``-style heads of transformers; the closure copies the
+family's ``<Name>Model`` beside such a head). Other registries are absent, so modules that
+build other sub-models through them are rejected."""
 
+from torch import nn
 from transformers.configuration_utils import PreTrainedConfig
+
+
+class AutoModel:
+    """``AutoModel.from_config(config)``: the model class of this problem whose
+    ``config_class`` is the configuration's class (its family's base model)."""
+
+    @classmethod
+    def from_config(cls, config, **kwargs):
+        family = type(config).__name__.removesuffix("Config")
+        found = [obj for obj in list(globals().values())
+                 if isinstance(obj, type) and issubclass(obj, nn.Module) and obj.__name__.endswith("Model")
+                 and not obj.__name__.endswith("PreTrainedModel")
+                 and (getattr(obj, "config_class", None) is type(config) or obj.__name__ == family + "Model")]
+        if not found:
+            raise ImportError(f"AutoModel: no model for {type(config).__name__} is part of the problem")
+        return min(found, key=lambda c: (c.__name__ != family + "Model", len(c.__name__)))(config)
 
 
 class AutoConfig(PreTrainedConfig):
