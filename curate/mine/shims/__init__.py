@@ -47,6 +47,10 @@ STAND_INS: dict[str, str] = {
     "packaging.version": "packaging_version.py",
     "huggingface_hub": "huggingface_hub.py",
     "huggingface_hub.utils": "huggingface_hub.py",
+    "beartype": "beartype.py",
+    "beartype.typing": "beartype_typing.py",
+    "beartype.door": "beartype_door.py",
+    "jaxtyping": "jaxtyping.py",
     "curate.unavailable": "unavailable.py",
 }
 
