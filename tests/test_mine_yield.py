@@ -27,7 +27,7 @@ CACHE = default_cache()
 # Packages a mined problem must not need: it runs with torch, numpy and the standard library alone.
 BLOCKED = ["einops", "einx", "transformers", "timm", "torchvision", "huggingface_hub", "packaging",
            "vit_pytorch", "x_transformers", "torchgeo", "diffusers", "local_attention", "safetensors",
-           "monai", "peft", "accelerate"]
+           "monai", "peft", "accelerate", "beartype", "jaxtyping"]
 _RUN_ALONE = textwrap.dedent("""
     import importlib.abc, sys
     BLOCKED = set(%r)
@@ -334,6 +334,36 @@ def test_transformers_version_reads_resolve_to_the_standin(tmp_path: Path):
     assert ns["Gate"]()(torch.ones(1)).item() == 2.0
     with pytest.raises(ImportError):
         ns["Gate"]().hub_model()
+
+
+def test_beartype_and_jaxtyping_resolve_to_standins(tmp_path: Path):
+    """lucidrains' libraries decorate with ``@beartype`` and annotate with jaxtyping's
+    ``Float[Tensor, "b n"]``: both resolve to stand-ins, so the problem needs neither."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "m.py").write_text(textwrap.dedent("""
+        import torch
+        from torch import nn, Tensor
+        from beartype import beartype
+        from beartype.typing import Optional
+        from beartype.door import is_bearable
+        from jaxtyping import Float, jaxtyped
+
+        @beartype
+        def scale(x: Float[Tensor, "b n"], by: Optional[float] = None) -> Tensor:
+            return x * (by or 2.0)
+
+        class Scaled(nn.Module):
+            @jaxtyped(typechecker=beartype)
+            def forward(self, x: Float[Tensor, "b n"]):
+                return scale(x) if is_bearable(x, Tensor) else x
+    """))
+    src = Resolver(tmp_path, {}).closure("pkg.m", "Scaled").source
+    assert not imported(src) & {"beartype", "jaxtyping"}
+    ns: dict = {}
+    exec(compile(src, "scaled", "exec"), ns)
+    assert ns["Scaled"]()(torch.ones(2, 3)).sum().item() == 12.0
 
 
 def test_registrations_into_a_copied_factory_are_copied_too():
