@@ -1,17 +1,17 @@
 """Per-document features for dedup: normalized hash, op names, MinHash signature.
 
 :func:`featurize_table` computes them for many documents: token-level normalization and
-shingles (:mod:`.tokens`) in batches of :data:`BATCH` documents, whose arrays stay in the
-CPU caches, then signatures (:mod:`.minhash`). From :data:`PARALLEL_MIN` documents on,
-chunks of :data:`CHUNK` go to a local pool of worker processes, one per core: a spawned
-worker costs about 0.6 CPU-s of imports (polars, numpy, rensa; 0.3-2 s of wall time
-depending on the machine's load), one 5 KB problem about 0.12 ms (measured on the 2-core
-CI machine; ``python -m curate.bench.dedup`` prints the figures). Below
-:data:`PARALLEL_MIN` a worker's start costs more than it saves: on the 5,899-problem
-benchmark corpus (0.8 CPU-s of features) one process took 0.9-1.5 s wall and 0.9-1.2
-CPU-s, one process and a worker 1.5-2.6 s wall and 1.7-2.3 CPU-s on the shared machine.
-Workers run polars and rensa single-threaded, so that the pool, not their thread pools,
-spreads the work over the cores.
+shingles (:mod:`.tokens`) and signatures (:mod:`.minhash`) in batches of :data:`BATCH`
+documents, compiled code that releases the GIL, so chunks of :data:`CHUNK` documents run
+on a pool of threads, one per core, in this process (no worker process to start).
+
+From :data:`PARALLEL_MIN` documents on, when there is parsing to do besides (KernelBench
+screening, ``parse_check``: Python that holds the GIL), chunks go to a local pool of
+worker processes as well; a spawned worker costs about 0.6 CPU-s of imports (polars,
+numpy) plus numba's start (about 2 s: its import and first use, most of that an import
+of scipy's BLAS check) before it takes a chunk, so only a large input pays for one.
+Workers run polars single-threaded and their chunks in one thread, so that the pool, not
+their thread pools, spreads the work over the cores.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import time
 from collections import deque
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from itertools import islice
@@ -27,15 +27,19 @@ from multiprocessing import get_context
 from typing import Iterator, Sequence
 
 import numpy as np
+import polars as pl
 
 from curate.dedup.minhash import sign
 from curate.dedup.tokens import OP_NAMES, normalize_batch
 
 BATCH = 256
 CHUNK = 512
-PARALLEL_MIN = 16384
-"""Documents from which :func:`featurize_table` starts workers: about 2 CPU-s of work for
-this process alone, so that a worker's start (about 0.6 CPU-s) is a small part of it."""
+PARALLEL_MIN = 65536
+"""Documents from which :func:`featurize_table` also starts worker processes, when it
+screens for contamination or parses every document (parsing holds the GIL, so threads do
+not spread it): about 5-10 CPU-s of parsing at the benchmark corpus's rate (0.4-0.65
+CPU-s per 5,899 documents with KernelBench screening), against about 3 CPU-s to start a
+worker."""
 _WORKER_ENV = {"POLARS_MAX_THREADS": "1", "RAYON_NUM_THREADS": "1"}
 
 
@@ -188,7 +192,8 @@ def featurize_chunk_table(codes: Sequence, num_perm: int, backend: str = "rensa"
     """
     parts = []
     for s in range(0, len(codes), batch):
-        tb = normalize_batch(list(codes[s:s + batch]))
+        part = codes[s:s + batch]
+        tb = normalize_batch(part if isinstance(part, (list, pl.Series)) else list(part))
         sigs = sign(tb.shingles, tb.shingle_offsets, num_perm, backend)
         parts.append(FeatureTable(tb.norm_hash, tb.error, tb.n_tokens, tb.ops, tb.op_offsets, sigs,
                                   shingles=tb.shingles if keep_shingles else None,
@@ -243,16 +248,24 @@ def _worker_env() -> Iterator[None]:
                 os.environ[k] = v
 
 
+def warm_up(num_perm: int = 128, backend: str = "rensa") -> None:
+    """Load (or compile) the compiled features code in this thread, so that threads
+    started afterwards do not wait on it one after the other."""
+    tb = normalize_batch(["x = 1\n"])
+    sign(tb.shingles, tb.shingle_offsets, num_perm, backend)
+
+
 def featurize_table(codes: Sequence, num_perm: int, workers: int | None = None,
                     parallel_min: int | None = None, chunk: int | None = None, backend: str = "rensa",
                     description: str = "dedup: features", screen=None,
                     parse_check: bool = False, share: bool = True,
                     keep_shingles: bool = True) -> FeatureTable:
     """:func:`featurize_chunk_table` over many documents in chunks of ``chunk``, with a
-    progress bar; from ``parallel_min`` documents on, on ``workers`` cores (default: all):
-    this process and ``workers - 1`` spawned worker processes take chunks as they free up.
-    This process starts at once; a worker gets chunks once it has started (0.3-2 s of
-    imports on the CI machine, depending on its load), so a small input is done here
+    progress bar, on ``workers`` threads (default: one per core). From ``parallel_min``
+    documents on, when ``screen`` or ``parse_check`` asks for parsing, on ``workers``
+    processes instead: this process and ``workers - 1`` spawned worker processes take
+    chunks as they free up. This process starts at once; a worker gets chunks once it has
+    started (a few seconds of imports on the CI machine), so a small input is done here
     before a worker could help, and a large one is shared by all. The result does not
     depend on ``workers`` or ``chunk``.
 
@@ -260,8 +273,9 @@ def featurize_table(codes: Sequence, num_perm: int, workers: int | None = None,
         codes: a sequence of documents (a list, or anything that slices into lists, such
             as a polars String Series).
         screen, parse_check, keep_shingles: see :func:`featurize_chunk_table`.
-        share: this process takes chunks too (False: only the workers do, for a caller
-            with other work, and for tests).
+        share: this process takes chunks too (False: from ``parallel_min`` documents on,
+            only worker processes do, parsing or not: for a caller with other work, and
+            for tests).
     """
     from curate.progress import progress  # rich: not needed in the workers
 
@@ -271,17 +285,27 @@ def featurize_table(codes: Sequence, num_perm: int, workers: int | None = None,
     n = len(codes)
     bounds = list(range(0, n, chunk))
 
-    def piece(s: int) -> list:
+    def piece(s: int) -> list | pl.Series:
         part = codes[s:s + chunk]
+        if isinstance(part, pl.Series):
+            return part
         return part.to_list() if hasattr(part, "to_list") else list(part)
 
     def local(k: int) -> FeatureTable:
         return featurize_chunk_table(piece(bounds[k]), num_perm, backend, screen, parse_check,
                                      keep_shingles=keep_shingles)
 
-    if n < parallel_min or workers <= 1 or len(bounds) < 2:
-        results = (local(k) for k in range(len(bounds)))
-        table = FeatureTable.concat(list(progress(results, len(bounds), description)), num_perm)
+    parsing = screen is not None or parse_check
+    if n < parallel_min or workers <= 1 or len(bounds) < 2 or (share and not parsing):
+        if workers > 1 and len(bounds) > 1:
+            warm_up(num_perm, backend)  # compile or load once, before the threads
+            with ThreadPoolExecutor(workers) as pool:
+                results = pool.map(local, range(len(bounds)))
+                table = FeatureTable.concat(list(progress(results, len(bounds), description)),
+                                            num_perm)
+        else:
+            results = (local(k) for k in range(len(bounds)))
+            table = FeatureTable.concat(list(progress(results, len(bounds), description)), num_perm)
         table.chunks_in_workers = 0
         return table
     parts: dict[int, FeatureTable] = {}

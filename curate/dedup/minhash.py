@@ -10,9 +10,11 @@ pairs, and a pair is kept only when its estimated Jaccard reaches the threshold.
 
 Backends (figures: DESIGN.md section 5, 2-core CI machine, 128 permutations):
 
-- ``"rensa"`` (default): rensa's R-MinHash over the 64-bit shingle hashes in one flat
-  buffer, about 24x datasketch's fastest path at equal accuracy. Its signatures are its
-  own: they compare with each other, not with datasketch's. Banding here in numpy
+- ``"rensa"`` (default): rensa 0.5's R-MinHash over the 64-bit shingle hashes, computed
+  by :mod:`curate.dedup.rminhash` (numba, GIL released; the same values as
+  ``rensa.RMinHash.digest_matrix_from_flat_token_hashes``, which the tests check),
+  about 24x datasketch's fastest path at equal accuracy. Its signatures are its own:
+  they compare with each other, not with datasketch's. Banding here in numpy
   (:func:`band_pairs`) instead of ``MinHashLSH`` (390,000 against 9,000-16,000 docs/s).
 - ``"datasketch"``: datasketch's ``MinHash`` with ``hashfunc`` = the low 32 bits of each
   shingle hash, and datasketch's ``MinHashLSH``. A signature equals
@@ -26,7 +28,6 @@ datasketch's band choice).
 
 from __future__ import annotations
 
-from itertools import chain
 from typing import Iterable, Sequence
 
 import numpy as np
@@ -63,15 +64,9 @@ def sign(shingles: np.ndarray, offsets: np.ndarray, num_perm: int = 128,
     """
     n = len(offsets) - 1
     if backend == "rensa":
-        from rensa import RMinHash
+        from curate.dedup import rminhash
 
-        if n == 0:
-            return np.empty((0, num_perm), dtype=np.uint32)
-        m = RMinHash.digest_matrix_from_flat_token_hashes(
-            np.ascontiguousarray(shingles, dtype=np.uint64),
-            np.ascontiguousarray(offsets, dtype=np.uint64), num_perm, seed)
-        return np.fromiter(chain.from_iterable(m.to_rows()), dtype=np.uint32,
-                           count=n * num_perm).reshape(n, num_perm)
+        return rminhash.sign(shingles, offsets, num_perm, seed)
     if backend == "datasketch":
         from datasketch import MinHash
 

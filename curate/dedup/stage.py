@@ -17,9 +17,9 @@ Reads the ``mine`` table (or ``source``) and writes ``OUT/dedup``. Steps:
    an identical op sequence of >= 2 ops, contaminates; a one-op match (torch's ``ReLU``
    and ``level1/19_ReLU``) is only reported in ``kernelbench_nearest``.
 
-Steps 1 and the cheap part of 3 run in chunks on all cores (:mod:`.features`: this
-process and a local pool of worker processes) once the input is large enough to pay for
-starting them.
+Steps 1 and the cheap part of 3 run in chunks on all cores (:mod:`.features`: threads
+running compiled code in this process; worker processes as well for a large input that
+needs parsing).
 
 Columns added (every row, kept or rejected):
 
@@ -143,7 +143,8 @@ def run(out: Path | str, source: Path | str | None = None, threshold: float = 0.
             above which a problem is contaminated.
         backend: MinHash and LSH implementation, ``"rensa"`` or ``"datasketch"``
             (:mod:`curate.dedup.minhash`).
-        workers: processes to use (default: all cores; 1: this process only).
+        workers: threads (and, for a large input with parsing, processes) to use
+            (default: all cores; 1: this thread only).
         parse_check: parse every problem with ``ast`` and reject the ones that do not
             parse (a few ms per problem; without it the check is token-level).
     Returns:
