@@ -215,8 +215,14 @@ def test_synthesis_order_takes_sources_in_turn():
     from curate.mine.stage import interleave
 
     rows = [("transformers", 0), ("transformers", 1), ("transformers", 2), ("timm", 3), ("torch", 4), ("timm", 5)]
-    order = interleave(list(range(len(rows))), lambda i: rows[i][0])
+    order = interleave(list(range(len(rows))), lambda i: rows[i][0], seed=None)
     assert order == [0, 3, 4, 1, 5, 2] and sorted(order) == list(range(6))
+    # seeded: sources still alternate, each one's classes in a random, repeatable order
+    many = [("transformers", i) for i in range(50)] + [("timm", 50 + i) for i in range(50)]
+    order = interleave(list(range(100)), lambda i: many[i][0])
+    assert order == interleave(list(range(100)), lambda i: many[i][0]) and sorted(order) == list(range(100))
+    assert [many[i][0] for i in order[:4]] == ["transformers", "timm", "transformers", "timm"]
+    assert [i for i in order if i < 50] != list(range(50))
 
 
 def test_a_namespace_comes_after_the_definitions_it_binds_in_an_import_cycle():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import random
 import time
 from pathlib import Path
 from typing import Any
@@ -106,14 +107,19 @@ def run(manifest: Path | str, out: Path | str, workers: int | None = None, timeo
             ex.close()
 
 
-def interleave(items: list, key) -> list:
-    """``items`` taken in turn from each ``key`` group (first come first within a group), so
-    the synthesis of a long run, journaled as it goes, reaches every source early: a run
-    stopped part way has a yield for each, not the first sources' thousands of classes.
-    The table itself is written in task order whatever the order of work."""
+def interleave(items: list, key, seed: int | None = 0) -> list:
+    """``items`` taken in turn from each ``key`` group, each group in a seeded random order
+    (``seed=None``: first come first), so the synthesis of a long run, journaled as it goes,
+    reaches every source early and a run stopped part way has a yield for each source from a
+    random sample of its classes, not from its first folders (transformers' model families
+    in alphabetical order). The table itself is written in task order whatever the order of
+    work."""
     groups: dict[Any, list] = {}
     for it in items:
         groups.setdefault(key(it), []).append(it)
+    if seed is not None:
+        for g in groups.values():
+            random.Random(seed).shuffle(g)
     out = []
     queues = [iter(g) for g in groups.values()]
     while queues:
