@@ -11,9 +11,10 @@ when there are, else by normalizing those documents again.
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
+from numba import njit
 
 from curate.dedup.tokens import normalize_batch
 
@@ -46,41 +47,106 @@ def _sets_from_codes(codes: Sequence[str], docs: list[int], batch: int) -> dict[
     return sets
 
 
-def pair_jaccard_exact(codes: Sequence[str] | None, i: np.ndarray, j: np.ndarray,
-                       batch: int = 256, shingles: ShingleSource | None = None,
-                       floor: float | None = None) -> np.ndarray:
-    """Exact Jaccard of the shingle sets (:mod:`.tokens`) of documents ``i[k]`` and
-    ``j[k]``, ``(len(i),)`` float64: from ``shingles`` when given, else from ``codes``,
-    normalizing only the documents named in ``i`` and ``j``.
+class FlatShingles(NamedTuple):
+    """Shingle hashes of many documents in one array (as
+    :attr:`curate.dedup.features.FeatureTable.shingles` keeps them): document ``d`` is
+    ``values[offsets[rows[d]]:offsets[rows[d] + 1]]``."""
 
-    With ``floor``, a pair whose set sizes alone put its Jaccard below ``floor``
-    (``min / max < floor``) gets that upper bound, ``min / max``, instead."""
-    docs = np.unique(np.concatenate([i, j])).tolist() if len(i) else []
-    if shingles is not None:
-        sets = {d: sorted_set(shingles(d)) for d in docs}
-    else:
-        sets = _sets_from_codes(codes, docs, batch)
-    out = np.empty(len(i), dtype=np.float64)
-    for k, (a, b) in enumerate(zip(i.tolist(), j.tolist())):
-        x, y = sets[a], sets[b]
-        if len(x) > len(y):
-            x, y = y, x
-        if not len(y):
+    values: np.ndarray
+    offsets: np.ndarray
+    rows: np.ndarray
+
+
+@njit(nogil=True, cache=True)
+def _sorted_sets(values, offsets, rows):
+    """The sorted distinct values of each document ``rows[k]``, concatenated, and their
+    ``(len(rows) + 1,)`` offsets."""
+    total = 0
+    for r in rows:
+        total += offsets[r + 1] - offsets[r]
+    out = np.empty(total, np.uint64)
+    starts = np.zeros(len(rows) + 1, np.int64)
+    q = 0
+    for k in range(len(rows)):
+        r = rows[k]
+        s = np.sort(values[offsets[r]:offsets[r + 1]])
+        for t in range(len(s)):
+            if t == 0 or s[t] != s[t - 1]:
+                out[q] = s[t]
+                q += 1
+        starts[k + 1] = q
+    return out, starts
+
+
+@njit(nogil=True, cache=True)
+def _pair_jaccard(sets, starts, pi, pj, floor, has_floor):
+    """Jaccard of sorted distinct sets ``pi[k]`` and ``pj[k]`` (indices into ``starts``),
+    by a merge; with ``has_floor``, the bound ``min / max`` of a pair whose sizes put it
+    below ``floor``."""
+    out = np.empty(len(pi), np.float64)
+    for k in range(len(pi)):
+        xa, xe = starts[pi[k]], starts[pi[k] + 1]
+        ya, ye = starts[pj[k]], starts[pj[k] + 1]
+        nx, ny = xe - xa, ye - ya
+        if nx > ny:
+            xa, xe, ya, ye, nx, ny = ya, ye, xa, xe, ny, nx
+        if ny == 0:
             out[k] = 1.0
             continue
-        if floor is not None and len(x) < floor * len(y):
-            out[k] = len(x) / len(y)
+        if has_floor and nx < floor * ny:
+            out[k] = nx / ny
             continue
-        # x's values found in y: both sorted and distinct
-        pos = np.searchsorted(y, x)
-        pos[pos == len(y)] = 0
-        inter = int(np.count_nonzero(y[pos] == x))
-        out[k] = inter / (len(x) + len(y) - inter)
+        inter = 0
+        a, b = xa, ya
+        while a < xe and b < ye:
+            u, v = sets[a], sets[b]
+            if u == v:
+                inter += 1
+                a += 1
+                b += 1
+            elif u < v:
+                a += 1
+            else:
+                b += 1
+        out[k] = inter / (nx + ny - inter)
     return out
 
 
+def pair_jaccard_exact(codes: Sequence[str] | None, i: np.ndarray, j: np.ndarray,
+                       batch: int = 256, shingles: ShingleSource | FlatShingles | None = None,
+                       floor: float | None = None) -> np.ndarray:
+    """Exact Jaccard of the shingle sets (:mod:`.tokens`) of documents ``i[k]`` and
+    ``j[k]``, ``(len(i),)`` float64: from ``shingles`` when given (a function of the
+    document, or :class:`FlatShingles`), else from ``codes``, normalizing only the
+    documents named in ``i`` and ``j``.
+
+    With ``floor``, a pair whose set sizes alone put its Jaccard below ``floor``
+    (``min / max < floor``) gets that upper bound, ``min / max``, instead."""
+    i = np.asarray(i, dtype=np.int64)
+    j = np.asarray(j, dtype=np.int64)
+    if not len(i):
+        return np.empty(0, dtype=np.float64)
+    docs = np.unique(np.concatenate([i, j]))
+    if isinstance(shingles, FlatShingles):
+        sets, starts = _sorted_sets(np.ascontiguousarray(shingles.values, dtype=np.uint64),
+                                    np.ascontiguousarray(shingles.offsets, dtype=np.int64),
+                                    np.ascontiguousarray(np.asarray(shingles.rows)[docs], dtype=np.int64))
+    else:
+        if shingles is not None:
+            by_doc = {d: sorted_set(shingles(d)) for d in docs.tolist()}
+        else:
+            by_doc = _sets_from_codes(codes, docs.tolist(), batch)
+        parts = [by_doc[d] for d in docs.tolist()]
+        starts = np.zeros(len(parts) + 1, dtype=np.int64)
+        np.cumsum([len(p) for p in parts], out=starts[1:])
+        sets = np.concatenate(parts).astype(np.uint64) if parts else np.zeros(0, np.uint64)
+    return _pair_jaccard(sets, starts, np.searchsorted(docs, i), np.searchsorted(docs, j),
+                         0.0 if floor is None else float(floor), floor is not None)
+
+
 def settle(codes: Sequence[str] | None, i: np.ndarray, j: np.ndarray, sim: np.ndarray,
-           threshold: float, margin: float = MARGIN, shingles: ShingleSource | None = None
+           threshold: float, margin: float = MARGIN,
+           shingles: ShingleSource | FlatShingles | None = None
            ) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
     """Pairs ``(i, j, jaccard)`` at or above ``threshold``, given estimates ``sim`` of
     candidates estimated at >= ``threshold - margin``: estimates within ``margin`` of the
