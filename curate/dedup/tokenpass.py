@@ -282,11 +282,16 @@ def rename(text, starts, lens, first, ctx, kept, m, special, keys, used, tflags,
 def chunk_sums(mapped, chunk, m, out) -> int:
     """Step 5's per-chunk sums of ``mapped[:m]``, sorted, into ``out``; returns how many."""
     c = -1
+    acc = _U0
     for j in range(m):
         if chunk[j] == j:
+            if c >= 0:
+                out[c] = acc
             c += 1
-            out[c] = _U0
-        out[c] += mix64(np.uint64(j - chunk[j]) * K3 + mapped[j])
+            acc = _U0
+        acc += mix64(np.uint64(j - chunk[j]) * K3 + mapped[j])
+    if c >= 0:
+        out[c] = acc
     out[:c + 1].sort()
     return c + 1
 
@@ -303,9 +308,8 @@ def shingles(mapped, m, out) -> int:
             acc += mapped[j] * POS[j]
         out[0] = mix64(acc)
         return 1
+    p0, p1, p2, p3, p4 = POS[0], POS[1], POS[2], POS[3], POS[4]
     for i in range(m - SHINGLE + 1):
-        acc = _U0
-        for j in range(SHINGLE):
-            acc += mapped[i + j] * POS[j]
-        out[i] = mix64(acc)
+        out[i] = mix64(mapped[i] * p0 + mapped[i + 1] * p1 + mapped[i + 2] * p2
+                       + mapped[i + 3] * p3 + mapped[i + 4] * p4)
     return m - SHINGLE + 1
