@@ -58,56 +58,82 @@ class FlatShingles(NamedTuple):
 
 
 @njit(nogil=True, cache=True)
-def _sorted_sets(values, offsets, rows):
-    """The sorted distinct values of each document ``rows[k]``, concatenated, and their
-    ``(len(rows) + 1,)`` offsets."""
-    total = 0
-    for r in rows:
-        total += offsets[r + 1] - offsets[r]
-    out = np.empty(total, np.uint64)
-    starts = np.zeros(len(rows) + 1, np.int64)
-    q = 0
-    for k in range(len(rows)):
-        r = rows[k]
-        s = np.sort(values[offsets[r]:offsets[r + 1]])
-        for t in range(len(s)):
-            if t == 0 or s[t] != s[t - 1]:
-                out[q] = s[t]
-                q += 1
-        starts[k + 1] = q
-    return out, starts
+def _slot(v, mask):
+    return np.int64((v ^ (v >> np.uint64(29))) * np.uint64(0x9E3779B97F4A7C15) >> np.uint64(32)) & mask
 
 
 @njit(nogil=True, cache=True)
-def _pair_jaccard(sets, starts, pi, pj, floor, has_floor):
-    """Jaccard of sorted distinct sets ``pi[k]`` and ``pj[k]`` (indices into ``starts``),
-    by a merge; with ``has_floor``, the bound ``min / max`` of a pair whose sizes put it
-    below ``floor``."""
+def _hashed_sets(values, offsets, rows):
+    """The distinct values of each document ``rows[k]`` (first occurrences, in order),
+    concatenated, with ``(len(rows) + 1,)`` offsets, and an open-addressing table of each
+    (``table``/``used`` from ``tstarts[k]``, a power-of-two size at least twice its
+    values)."""
+    total = 0
+    tsize = 0
+    for r in rows:
+        m = offsets[r + 1] - offsets[r]
+        total += m
+        size = 16
+        while size < 2 * m:
+            size *= 2
+        tsize += size
+    vals = np.empty(total, np.uint64)
+    starts = np.zeros(len(rows) + 1, np.int64)
+    table = np.empty(tsize, np.uint64)
+    used = np.zeros(tsize, np.bool_)
+    tstarts = np.zeros(len(rows) + 1, np.int64)
+    q = 0
+    for k in range(len(rows)):
+        r = rows[k]
+        m = offsets[r + 1] - offsets[r]
+        size = 16
+        while size < 2 * m:
+            size *= 2
+        t0 = tstarts[k]
+        tstarts[k + 1] = t0 + size
+        mask = size - 1
+        for p in range(offsets[r], offsets[r + 1]):
+            v = values[p]
+            i = _slot(v, mask)
+            while used[t0 + i] and table[t0 + i] != v:
+                i = (i + 1) & mask
+            if not used[t0 + i]:
+                used[t0 + i] = True
+                table[t0 + i] = v
+                vals[q] = v
+                q += 1
+        starts[k + 1] = q
+    return vals, starts, table, used, tstarts
+
+
+@njit(nogil=True, cache=True)
+def _pair_jaccard(vals, starts, table, used, tstarts, pi, pj, floor, has_floor):
+    """Jaccard of the distinct sets ``pi[k]`` and ``pj[k]`` (indices into ``starts``):
+    the smaller set's values looked up in the larger's table; with ``has_floor``, the
+    bound ``min / max`` of a pair whose sizes put it below ``floor``."""
     out = np.empty(len(pi), np.float64)
     for k in range(len(pi)):
-        xa, xe = starts[pi[k]], starts[pi[k] + 1]
-        ya, ye = starts[pj[k]], starts[pj[k] + 1]
-        nx, ny = xe - xa, ye - ya
+        x, y = pi[k], pj[k]
+        nx, ny = starts[x + 1] - starts[x], starts[y + 1] - starts[y]
         if nx > ny:
-            xa, xe, ya, ye, nx, ny = ya, ye, xa, xe, ny, nx
+            x, y, nx, ny = y, x, ny, nx
         if ny == 0:
             out[k] = 1.0
             continue
         if has_floor and nx < floor * ny:
             out[k] = nx / ny
             continue
+        t0 = tstarts[y]
+        mask = tstarts[y + 1] - t0 - 1
         inter = 0
-        a, b = xa, ya
-        while a < xe and b < ye:
-            u, v = sets[a], sets[b]
-            if u == v:
-                inter += 1
-                a += 1
-                b += 1
-            elif u < v:
-                a += 1
-            else:
-                b += 1
+        for p in range(starts[x], starts[x + 1]):
+            v = vals[p]
+            i = _slot(v, mask)
+            while used[t0 + i]:
+                if table[t0 + i] == v:
+                    inter += 1
+                    break
+                i = (i + 1) & mask
         out[k] = inter / (nx + ny - inter)
     return out
 
@@ -128,19 +154,21 @@ def pair_jaccard_exact(codes: Sequence[str] | None, i: np.ndarray, j: np.ndarray
         return np.empty(0, dtype=np.float64)
     docs = np.unique(np.concatenate([i, j]))
     if isinstance(shingles, FlatShingles):
-        sets, starts = _sorted_sets(np.ascontiguousarray(shingles.values, dtype=np.uint64),
-                                    np.ascontiguousarray(shingles.offsets, dtype=np.int64),
-                                    np.ascontiguousarray(np.asarray(shingles.rows)[docs], dtype=np.int64))
+        values = np.ascontiguousarray(shingles.values, dtype=np.uint64)
+        offsets = np.ascontiguousarray(shingles.offsets, dtype=np.int64)
+        rows = np.ascontiguousarray(np.asarray(shingles.rows)[docs], dtype=np.int64)
     else:
         if shingles is not None:
-            by_doc = {d: sorted_set(shingles(d)) for d in docs.tolist()}
+            parts = [np.asarray(shingles(d), dtype=np.uint64) for d in docs.tolist()]
         else:
             by_doc = _sets_from_codes(codes, docs.tolist(), batch)
-        parts = [by_doc[d] for d in docs.tolist()]
-        starts = np.zeros(len(parts) + 1, dtype=np.int64)
-        np.cumsum([len(p) for p in parts], out=starts[1:])
-        sets = np.concatenate(parts).astype(np.uint64) if parts else np.zeros(0, np.uint64)
-    return _pair_jaccard(sets, starts, np.searchsorted(docs, i), np.searchsorted(docs, j),
+            parts = [by_doc[d] for d in docs.tolist()]
+        offsets = np.zeros(len(parts) + 1, dtype=np.int64)
+        np.cumsum([len(p) for p in parts], out=offsets[1:])
+        values = np.concatenate(parts).astype(np.uint64) if parts else np.zeros(0, np.uint64)
+        rows = np.arange(len(parts), dtype=np.int64)
+    sets = _hashed_sets(values, offsets, rows)
+    return _pair_jaccard(*sets, np.searchsorted(docs, i), np.searchsorted(docs, j),
                          0.0 if floor is None else float(floor), floor is not None)
 
 
