@@ -17,7 +17,7 @@ import numpy as np
 from numba import njit
 
 from curate.dedup import tokenpass as tp
-from curate.dedup.textscan import MARKER, strip_doc, tokenize
+from curate.dedup.textscan import MARKER, strip_doc, strip_tokenize, tokenize
 
 ERR_NONE, ERR_NO_CODE, ERR_BRACKETS = 0, 1, 2
 """Values of :attr:`DocPass.err`."""
@@ -82,8 +82,8 @@ def run(buf, offsets, marker, special, keys, used, tflags, tops):
         sum_off[d + 1] = sum_off[d]
         sh_off[d + 1] = sh_off[d]
         op_off[d + 1] = op_off[d]
-        length = strip_doc(marker, buf, offsets[d], offsets[d + 1], text, tmp)
-        t = tokenize(text, length, starts, lens, first)
+        t, length = strip_tokenize(marker, buf, offsets[d], offsets[d + 1], text, tmp,
+                                   starts, lens, first)
         if t == 0:
             err[d] = ERR_NO_CODE
             continue
