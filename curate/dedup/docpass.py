@@ -83,11 +83,11 @@ def run(buf, offsets, marker, special, keys, used, tflags, tops):
         sh_off[d + 1] = sh_off[d]
         op_off[d + 1] = op_off[d]
         t, length = strip_tokenize(marker, buf, offsets[d], offsets[d + 1], text, tmp,
-                                   starts, lens, first)
+                                   starts, lens, first, counts)
         if t == 0:
             err[d] = ERR_NO_CODE
             continue
-        if not tp.brackets(first, t, counts):
+        if counts[0] != 0 or counts[1] != 0 or counts[2] != 0:
             err[d] = ERR_BRACKETS
             brackets[d] = counts
             continue
