@@ -390,7 +390,7 @@ def dedup_proper(codes: pl.Series, threshold: float, num_perm: int, workers: int
     """Normalize, shingle, sign (pool), distinct documents, LSH, op check, components."""
     from curate.dedup.features import featurize_table
     from curate.dedup.minhash import candidate_arrays, components
-    from curate.dedup.exact import MARGIN, settle
+    from curate.dedup.exact import MARGIN, FlatShingles, settle
     from curate.dedup.stage import _Rows, ops_agree_counts
 
     feats = featurize_table(codes, num_perm, workers, backend=backend, description="bench: features")
@@ -402,7 +402,7 @@ def dedup_proper(codes: pl.Series, threshold: float, num_perm: int, workers: int
     a, b, sim = candidate_arrays(feats.sigs[rows], threshold, backend, floor=threshold - MARGIN)
     estimated = (a[sim >= threshold], b[sim >= threshold])
     a, b, sim, _ = settle(_Rows(codes, rows), a, b, sim, threshold,
-                          shingles=lambda k: feats.shingles_of(int(rows[k])))
+                          shingles=FlatShingles(feats.shingles, feats.shingle_offsets, rows))
     agree = ops_agree_counts(feats, rows[a], rows[b])
     comp = components(len(rows), (a[agree], b[agree]))
     return {"feats": feats, "rows": rows, "pairs": (a, b, sim), "agree": agree, "comp": comp,

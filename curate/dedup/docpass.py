@@ -17,7 +17,7 @@ import numpy as np
 from numba import njit
 
 from curate.dedup import tokenpass as tp
-from curate.dedup.textscan import MARKER, strip_doc, tokenize
+from curate.dedup.textscan import MARKER, strip_doc, strip_tokenize, tokenize
 
 ERR_NONE, ERR_NO_CODE, ERR_BRACKETS = 0, 1, 2
 """Values of :attr:`DocPass.err`."""
@@ -64,6 +64,8 @@ def run(buf, offsets, marker, special, keys, used, tflags, tops):
     op = np.empty(longest, np.int32)
     chunk = np.empty(longest, np.int64)
     scratch = np.empty(longest, np.uint64)
+    slot = np.empty(longest, np.int64)
+    own_gen = np.zeros(len(keys), np.int64)
     counts = np.zeros(3, np.int64)
 
     err = np.zeros(n, np.int8)
@@ -80,18 +82,18 @@ def run(buf, offsets, marker, special, keys, used, tflags, tops):
         sum_off[d + 1] = sum_off[d]
         sh_off[d + 1] = sh_off[d]
         op_off[d + 1] = op_off[d]
-        length = strip_doc(marker, buf, offsets[d], offsets[d + 1], text, tmp)
-        t = tokenize(text, length, starts, lens, first)
+        t, length = strip_tokenize(marker, buf, offsets[d], offsets[d + 1], text, tmp,
+                                   starts, lens, first, counts)
         if t == 0:
             err[d] = ERR_NO_CODE
             continue
-        if not tp.brackets(first, t, counts):
+        if counts[0] != 0 or counts[1] != 0 or counts[2] != 0:
             err[d] = ERR_BRACKETS
             brackets[d] = counts
             continue
         m = tp.keep_tokens(text, starts, lens, first, t, ctx, kept)
         tp.rename(text, starts, lens, first, ctx, kept, m, special, keys, used, tflags, tops,
-                  h, mapped, op, chunk, scratch)
+                  h, mapped, op, chunk, scratch, slot, own_gen, d + 1)
         n_tokens[d] = m
         sums = _grow(sums, sum_off[d] + m)
         sum_off[d + 1] = sum_off[d] + tp.chunk_sums(mapped, chunk, m, sums[sum_off[d]:])
@@ -136,7 +138,9 @@ def inspect(buf, marker, special, keys, used, tflags, tops):
     op = np.empty(t, np.int32)
     chunk = np.empty(t, np.int64)
     scratch = np.empty(t, np.uint64)
+    slot = np.empty(t, np.int64)
+    own_gen = np.zeros(len(keys), np.int64)
     tp.rename(text, starts, lens, first, ctx, kept, m, special, keys, used, tflags, tops,
-              h, mapped, op, chunk, scratch)
+              h, mapped, op, chunk, scratch, slot, own_gen, 1)
     idx = kept[:m]
     return text[:length], starts[idx], lens[idx], h[:m].copy(), mapped[:m].copy(), ERR_NONE

@@ -32,7 +32,7 @@ import polars as pl
 from curate.dedup.minhash import sign
 from curate.dedup.tokens import OP_NAMES, normalize_batch
 
-BATCH = 256
+BATCH = 512
 CHUNK = 512
 PARALLEL_MIN = 65536
 """Documents from which :func:`featurize_table` also starts worker processes, when it
@@ -127,6 +127,8 @@ class FeatureTable:
         if not parts:
             return cls([], [], np.zeros(0, np.int64), np.zeros(0, np.int32), np.zeros(1, np.int64),
                        np.zeros((0, num_perm), np.uint32))
+        if len(parts) == 1:
+            return parts[0]
         op_offsets = [np.zeros(1, np.int64)]
         keep = all(p.shingles is not None for p in parts)
         sh_offsets = [np.zeros(1, np.int64)]

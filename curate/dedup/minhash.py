@@ -31,6 +31,9 @@ from __future__ import annotations
 from typing import Iterable, Sequence
 
 import numpy as np
+from numba import njit
+
+from curate.dedup.tokenpass import mix64 as _mix64
 
 SEED = 1
 """datasketch's default seed; rensa gets it too."""
@@ -108,11 +111,23 @@ def jaccard(a: np.ndarray, b: np.ndarray) -> np.ndarray | float:
     return float(eq.mean()) if eq.ndim == 1 else eq.mean(axis=1)
 
 
-def pair_jaccard(sigs: np.ndarray, i: np.ndarray, j: np.ndarray, chunk: int = 1 << 16) -> np.ndarray:
-    """Estimated Jaccard of the pairs ``(i[k], j[k])`` of rows of ``sigs``, ``(len(i),)``."""
-    out = np.empty(len(i), dtype=np.float64)
-    for s in range(0, len(i), chunk):
-        out[s:s + chunk] = (sigs[i[s:s + chunk]] == sigs[j[s:s + chunk]]).mean(axis=1)
+def pair_jaccard(sigs: np.ndarray, i: np.ndarray, j: np.ndarray) -> np.ndarray:
+    """Estimated Jaccard of the pairs ``(i[k], j[k])`` of rows of ``sigs``, ``(len(i),)``:
+    the share of equal slots."""
+    return _pair_jaccard(np.ascontiguousarray(sigs), np.asarray(i, dtype=np.int64),
+                         np.asarray(j, dtype=np.int64))
+
+
+@njit(nogil=True, cache=True)
+def _pair_jaccard(sigs, i, j):
+    k = sigs.shape[1]
+    out = np.empty(len(i), np.float64)
+    for p in range(len(i)):
+        a, b = sigs[i[p]], sigs[j[p]]
+        same = 0
+        for s in range(k):
+            same += a[s] == b[s]
+        out[p] = same / k
     return out
 
 
@@ -145,6 +160,65 @@ def _band_keys(sigs: np.ndarray, bands: int, rows: int) -> np.ndarray:
     return keys
 
 
+@njit(nogil=True, cache=True)
+def _band_keys_compiled(sigs, bands, rows):
+    """:func:`_band_keys` in one compiled loop (the same values)."""
+    n = sigs.shape[0]
+    keys = np.empty((bands, n), np.uint64)
+    for b in range(bands):
+        for d in range(n):
+            h = np.uint64(b) * np.uint64(0x9E3779B97F4A7C15)
+            for r in range(rows):
+                h = _mix64(h ^ np.uint64(sigs[d, b * rows + r]))
+            keys[b, d] = h
+    return keys
+
+
+@njit(nogil=True, cache=True)
+def _bucket_pairs(keys, max_bucket):
+    """Pair codes ``lo * n + hi`` of :func:`band_pairs`, sorted and distinct."""
+    bands, n = keys.shape
+    cap = 1024
+    out = np.empty(cap, np.int64)
+    q = 0
+    for b in range(bands):
+        order = np.argsort(keys[b], kind="mergesort")
+        k = keys[b][order]
+        s = 0
+        while s < n:
+            e = s + 1
+            while e < n and k[e] == k[s]:
+                e += 1
+            size = e - s
+            if size > 1:
+                need = q + (size * (size - 1) // 2 if size <= max_bucket else 2 * (size - 1))
+                if need > cap:
+                    cap = max(need, 2 * cap)
+                    grown = np.empty(cap, np.int64)
+                    grown[:q] = out[:q]
+                    out = grown
+                if size <= max_bucket:
+                    for x in range(s, e):
+                        for y in range(x + 1, e):
+                            u, v = order[x], order[y]
+                            if u != v:
+                                out[q] = min(u, v) * n + max(u, v)
+                                q += 1
+                else:
+                    first = order[s]
+                    for x in range(s + 1, e):
+                        u, v = order[x - 1], order[x]
+                        if u != v:
+                            out[q] = min(u, v) * n + max(u, v)
+                            q += 1
+                        u = first
+                        if u != v:
+                            out[q] = min(u, v) * n + max(u, v)
+                            q += 1
+            s = e
+    return np.unique(out[:q])
+
+
 def band_pairs(sigs: np.ndarray, bands: int, rows: int,
                max_bucket: int = MAX_BUCKET) -> tuple[np.ndarray, np.ndarray]:
     """Candidate pairs: rows of ``sigs`` equal in at least one band.
@@ -152,7 +226,7 @@ def band_pairs(sigs: np.ndarray, bands: int, rows: int,
     Within a bucket of at most ``max_bucket`` documents every pair is proposed; a larger
     bucket (a big family of near-copies) proposes each member with the next one and with
     the bucket's first, which keeps the bucket connected for clustering without
-    quadratic work.
+    quadratic work. The buckets are read in a compiled loop (one stable sort per band).
 
     Returns:
         ``(i, j)``: ``int64`` arrays with ``i < j``, each pair once.
@@ -160,31 +234,8 @@ def band_pairs(sigs: np.ndarray, bands: int, rows: int,
     n = len(sigs)
     if n < 2:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    keys = _band_keys(sigs, bands, rows)
-    out_i, out_j = [], []
-    for b in range(bands):
-        order = np.argsort(keys[b], kind="stable")
-        k = keys[b][order]
-        starts = np.flatnonzero(np.concatenate([[True], k[1:] != k[:-1]]))
-        sizes = np.diff(np.append(starts, n))
-        multi = sizes > 1
-        starts, sizes = starts[multi], sizes[multi]
-        small = sizes <= max_bucket
-        for size in np.unique(sizes[small]):
-            st = starts[small & (sizes == size)]
-            a, c = np.triu_indices(int(size), 1)
-            out_i.append(order[(st[:, None] + a[None, :]).ravel()])
-            out_j.append(order[(st[:, None] + c[None, :]).ravel()])
-        for st, size in zip(starts[~small], sizes[~small]):
-            members = order[st:st + size]
-            out_i += [members[:-1], np.full(size - 1, members[0])]
-            out_j += [members[1:], members[1:]]
-    if not out_i:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    i, j = np.concatenate(out_i), np.concatenate(out_j)
-    lo, hi = np.minimum(i, j).astype(np.int64), np.maximum(i, j).astype(np.int64)
-    keep = lo != hi
-    code = np.unique(lo[keep] * n + hi[keep])
+    keys = _band_keys_compiled(np.ascontiguousarray(sigs), bands, rows)
+    code = _bucket_pairs(keys, max_bucket)
     return code // n, code % n
 
 

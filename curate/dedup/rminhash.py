@@ -98,9 +98,13 @@ def _bucket(mixed, count):
 
 
 @njit(nogil=True, cache=True)
-def sign_into(hashes, out, a, b):
+def sign_into(hashes, out, a, b, scratch):
     """R-MinHash of the token hashes ``hashes`` (``uint64``) into the ``uint32`` row
-    ``out`` (length ``num_perm``, any prior content is overwritten)."""
+    ``out`` (length ``num_perm``, any prior content is overwritten); ``scratch`` is a
+    ``uint64`` array at least as long as ``hashes``.
+
+    The fallback visits only the slots that no round filled, each over all token hashes
+    mixed once (the same minima as visiting every slot for every hash)."""
     k = len(out)
     out[:] = np.uint32(0xFFFFFFFF)
     if len(hashes) == 0 or k == 0:
@@ -113,15 +117,20 @@ def sign_into(hashes, out, a, b):
     for r in range(ROUNDS):
         seed = base ^ (np.uint64(r) * ROUND_DOMAIN)
         prefix = np.uint32(r << 30)
-        for x in hashes:
-            mixed = splitmix64(x ^ seed)
-            if pow2:
+        if pow2:
+            for x in hashes:
+                mixed = splitmix64(x ^ seed)
                 slot = np.int64((mixed & _LOW32) >> shift)
-            else:
+                rank = prefix | np.uint32(mixed >> _U34)
+                if rank < out[slot]:
+                    out[slot] = rank
+        else:
+            for x in hashes:
+                mixed = splitmix64(x ^ seed)
                 slot = _bucket(mixed, k)
-            rank = prefix | np.uint32(mixed >> _U34)
-            if rank < out[slot]:
-                out[slot] = rank
+                rank = prefix | np.uint32(mixed >> _U34)
+                if rank < out[slot]:
+                    out[slot] = rank
         full = np.uint32((r + 1) << 30)
         done = True
         for i in range(k):
@@ -131,21 +140,31 @@ def sign_into(hashes, out, a, b):
         if done:
             return
     fseed = a[0] ^ FALLBACK_DOMAIN
-    for x in hashes:
-        f = splitmix64(x ^ fseed)
-        for i in range(k):
-            if out[i] >= FALLBACK:
-                rank = FALLBACK | np.uint32(((a[i] * f + b[i]) >> _U34) & _MASK30)
-                if rank < out[i]:
-                    out[i] = rank
+    n = len(hashes)
+    for t in range(n):
+        scratch[t] = splitmix64(hashes[t] ^ fseed)
+    for i in range(k):
+        if out[i] >= FALLBACK:
+            ai, bi = a[i], b[i]
+            low = _MASK30
+            for t in range(n):
+                v = ((ai * scratch[t] + bi) >> _U34) & _MASK30
+                low = min(low, v)
+            rank = FALLBACK | np.uint32(low)
+            if rank < out[i]:
+                out[i] = rank
 
 
 @njit(nogil=True, cache=True)
 def sign_rows(hashes, offsets, a, b, out):
     """:func:`sign_into` for each document ``hashes[offsets[i]:offsets[i + 1]]`` into
     row ``i`` of ``out`` (``uint32``, ``(n, num_perm)``)."""
+    longest = 0
     for d in range(len(offsets) - 1):
-        sign_into(hashes[offsets[d]:offsets[d + 1]], out[d], a, b)
+        longest = max(longest, offsets[d + 1] - offsets[d])
+    scratch = np.empty(longest, np.uint64)
+    for d in range(len(offsets) - 1):
+        sign_into(hashes[offsets[d]:offsets[d + 1]], out[d], a, b, scratch)
 
 
 def sign(hashes: np.ndarray, offsets: np.ndarray, num_perm: int, seed: int) -> np.ndarray:

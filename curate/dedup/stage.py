@@ -58,6 +58,7 @@ from typing import Any
 
 import numpy as np
 import polars as pl
+from numba import njit
 
 from curate.dedup import exact
 from curate.dedup.decontaminate import Match, ReferenceIndex, match_pairs
@@ -96,20 +97,35 @@ def ops_agree_counts(table: FeatureTable, rows_a: np.ndarray, rows_b: np.ndarray
     Returns:
         ``bool`` array, one entry per pair.
     """
-    out = np.ones(len(rows_a), dtype=bool)
-    keys: dict[int, tuple] = {}
+    return _ops_agree(np.ascontiguousarray(table.ops, dtype=np.int32),
+                      np.ascontiguousarray(table.op_offsets, dtype=np.int64),
+                      np.ascontiguousarray(rows_a, dtype=np.int64),
+                      np.ascontiguousarray(rows_b, dtype=np.int64), OPS_AGREEMENT)
 
-    def bag(r: int) -> tuple:
-        if r not in keys:
-            keys[r] = tuple(sorted(table.op_ids(r).tolist()))
-        return keys[r]
 
-    for k, (a, b) in enumerate(zip(rows_a.tolist(), rows_b.tolist())):
-        x, y = bag(a), bag(b)
-        if x == y or not x or not y:
+@njit(nogil=True, cache=True)
+def _ops_agree(ops, offsets, rows_a, rows_b, agreement):
+    out = np.ones(len(rows_a), np.bool_)
+    for k in range(len(rows_a)):
+        a, b = rows_a[k], rows_b[k]
+        x = np.sort(ops[offsets[a]:offsets[a + 1]])
+        y = np.sort(ops[offsets[b]:offsets[b + 1]])
+        if len(x) == 0 or len(y) == 0:
             continue
-        common = sum((Counter(x) & Counter(y)).values())
-        out[k] = 2 * common / (len(x) + len(y)) >= OPS_AGREEMENT
+        common = 0
+        p = q = 0
+        while p < len(x) and q < len(y):
+            if x[p] == y[q]:
+                common += 1
+                p += 1
+                q += 1
+            elif x[p] < y[q]:
+                p += 1
+            else:
+                q += 1
+        if common == len(x) and common == len(y):
+            continue
+        out[k] = 2 * common / (len(x) + len(y)) >= agreement
     return out
 
 
@@ -186,7 +202,8 @@ def run(out: Path | str, source: Path | str | None = None, threshold: float = 0.
     doc_sigs = feats.sigs[doc_rows]
     a, b, sim = candidate_arrays(doc_sigs, threshold, backend, floor=threshold - exact.MARGIN)
     doc_codes = _Rows(codes, doc_rows)
-    kept = (lambda k: feats.shingles_of(int(doc_rows[k]))) if feats.shingles is not None else None
+    kept = (exact.FlatShingles(feats.shingles, feats.shingle_offsets, doc_rows)
+            if feats.shingles is not None else None)
     a, b, sim, checked = exact.settle(doc_codes, a, b, sim, threshold, shingles=kept)
     feats.shingles = feats.shingle_offsets = None  # not needed any more
     # Near-duplicates must also compute the same thing: torch's ReLU and Mish differ by one

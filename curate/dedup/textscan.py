@@ -397,3 +397,80 @@ def tokenize(text, n, starts, lens, first) -> int:
                 t += 1
             i += 1
     return t
+
+
+@njit(nogil=True, cache=True)
+def _tokenize_span(text, i, j, t, starts, lens, first, counts) -> int:
+    """:func:`tokenize` of ``text[i:j]`` (offsets into ``text``), appending from token
+    ``t``, and the bracket counts of :func:`curate.dedup.tokenpass.brackets` added to
+    ``counts``; returns the new token count."""
+    while i < j:
+        c = text[i]
+        if CLASSES[c] & WORD:
+            k = i + 1
+            while k < j and (CLASSES[text[k]] & WORD) != 0:
+                k += 1
+            starts[t] = i
+            lens[t] = k - i
+            first[t] = c
+            t += 1
+            i = k
+        else:
+            if c > 32:
+                starts[t] = i
+                lens[t] = 1
+                first[t] = c
+                t += 1
+                if c == 40:
+                    counts[0] += 1
+                elif c == 41:
+                    counts[0] -= 1
+                elif c == 91:
+                    counts[1] += 1
+                elif c == 93:
+                    counts[1] -= 1
+                elif c == 123:
+                    counts[2] += 1
+                elif c == 125:
+                    counts[2] -= 1
+            i += 1
+    return t
+
+
+@njit(nogil=True, cache=True)
+def strip_tokenize(marker, src, s, e, text, tmp, starts, lens, first, counts):
+    """:func:`strip_doc` then :func:`tokenize`, with steps 3 and 4 read during
+    tokenizing instead of written out: the tokens are those of :func:`strip_doc`'s text,
+    their offsets into ``text`` (the text after steps 1-2, which the caller reads the
+    tokens from). A dropped line starts after a newline and ends at one (or at an
+    import's closing ``)``), so no two tokens become adjacent by it and the byte before a
+    token is the same but for a dropped import's ``)``, which is no blank either.
+
+    ``counts`` (3 ``int64``) gets the tokens' bracket balance, as
+    :func:`curate.dedup.tokenpass.brackets` counts it.
+
+    Returns:
+        ``(tokens, length of text)``.
+    """
+    counts[:] = 0
+    n, layout = strip_comments(src, s, e, marker, text)
+    if layout:
+        n = drop_input_funcs(text, n, tmp)
+        text[:n] = tmp[:n]
+    t = 0
+    i = 0
+    while i < n:  # i is at a line start, as drop_imports_and_numbers walks
+        if (CLASSES[text[i]] & NAME_START) != 0:
+            if text[i] == 102 or text[i] == 105:  # f, i
+                j = _import_end(text, i, n)
+                if j > i:
+                    i = j
+            j = _numeric_assign_end(text, i, n)
+            if j > i:
+                i = j
+        j = i
+        while j < n and text[j] != _NL:
+            j += 1
+        t = _tokenize_span(text, i, j, t, starts, lens, first, counts)
+        i = j + 1 if j < n else j
+    return t, n

@@ -133,6 +133,18 @@ def lookup(h, keys, used, tflags, tops, shift):
 
 
 @njit(nogil=True, cache=True)
+def lookup_slot(h, keys, used, shift):
+    """Index of token hash ``h`` in the table (:func:`vocabulary_table`), or -1."""
+    size = len(keys)
+    i = np.int64((h * K3) >> shift)
+    while used[i]:
+        if keys[i] == h:
+            return i
+        i = (i + 1) & (size - 1)
+    return np.int64(-1)
+
+
+@njit(nogil=True, cache=True)
 def _is_ident(c) -> bool:
     return ((c | 32) - 97) & 0xFF < 26 or c == 95 or c >= 128
 
@@ -220,10 +232,13 @@ def keep_tokens(text, starts, lens, first, t, ctx, kept):
 
 @njit(nogil=True, cache=True)
 def rename(text, starts, lens, first, ctx, kept, m, special, keys, used, tflags, tops,
-           h, mapped, op, chunk, scratch):
+           h, mapped, op, chunk, scratch, slot, own_gen, gen):
     """Steps 3-4 for the ``m`` kept tokens: their hashes ``h``, renamed hashes ``mapped``,
     op ids ``op`` (-1: none) and chunk starts ``chunk`` (index of each token's chunk's
-    first token); ``scratch`` is a ``uint64`` array of at least ``m``."""
+    first token); ``scratch`` (``uint64``) and ``slot`` (``int64``) are arrays of at
+    least ``m``. The vocabulary names the document defines or binds are marked in
+    ``own_gen`` (``int64``, as long as ``keys``) with ``gen``, a number no earlier
+    document of the same ``own_gen`` used (so it needs no clearing)."""
     shift = np.uint64(64 - _log2(len(keys)))
     h_def, h_class, h_at, h_self = special[S_DEF], special[S_CLASS], special[S_AT], special[S_SELF]
     for j in range(m):
@@ -241,40 +256,35 @@ def rename(text, starts, lens, first, ctx, kept, m, special, keys, used, tflags,
             s = starts[kept[j]]
             if s > 0 and (text[s - 1] == 32 or text[s - 1] == 9):
                 scratch[j] = h[j + 2]
-    # names the document defines or binds are its own: collect, then sort
-    n_own = 0
-    own = np.empty(m, np.uint64)
-    name_ok = np.empty(m, np.bool_)
-    attr_ok = np.empty(m, np.bool_)
+    # names the document defines or binds are its own: mark them, then read the marks
     for j in range(m):
         k = kept[j]
         bits = ctx[k]
-        flags, o = lookup(h[j], keys, used, tflags, tops, shift)
-        op[j] = o
+        i = lookup_slot(h[j], keys, used, shift)
+        flags = tflags[i] if i >= 0 else np.uint8(0)
+        op[j] = tops[i] if i >= 0 else np.int32(-1)
         is_attr = (bits & 1) != 0
         self_attr = False
         if bits & 2 and j >= 1:
             name = h[j - 1]
             self_attr = name == h_self or name == scratch[chunk[j]]
-        attr_ok[j] = (flags & ATTR) != 0 and is_attr and not self_attr
-        name_ok[j] = (flags & NAME) != 0 and not is_attr
-        if name_ok[j] and ((j >= 1 and h[j - 1] == h_class) or (bits & 4) != 0):
-            own[n_own] = h[j]
-            n_own += 1
-    own = np.sort(own[:n_own])
+        attr_ok = (flags & ATTR) != 0 and is_attr and not self_attr
+        name_ok = (flags & NAME) != 0 and not is_attr
+        # slot: the table index of a vocabulary name (>= 0), -1 other tokens, -2 attributes kept
+        slot[j] = i if name_ok else (-2 if attr_ok else -1)
+        if name_ok and ((j >= 1 and h[j - 1] == h_class) or (bits & 4) != 0):
+            own_gen[i] = gen
     placeholder = special[S_PLACEHOLDER]
     for j in range(m):
         c = first[kept[j]]
-        ok = name_ok[j]
-        if ok and n_own:
-            i = np.searchsorted(own, h[j])
-            if i < n_own and own[i] == h[j]:
-                ok = False
+        i = slot[j]
+        attr_ok = i == -2
+        ok = i >= 0 and own_gen[i] != gen
         ident = _is_ident(c)
-        keep = attr_ok[j] or ok or not ident
+        keep = attr_ok or ok or not ident
         mapped[j] = h[j] if keep else placeholder
         upper = (c - 65) & 0xFF < 26
-        if not ((ok and upper) or attr_ok[j] or not ident):
+        if not ((ok and upper) or attr_ok or not ident):
             op[j] = -1
 
 
@@ -282,11 +292,16 @@ def rename(text, starts, lens, first, ctx, kept, m, special, keys, used, tflags,
 def chunk_sums(mapped, chunk, m, out) -> int:
     """Step 5's per-chunk sums of ``mapped[:m]``, sorted, into ``out``; returns how many."""
     c = -1
+    acc = _U0
     for j in range(m):
         if chunk[j] == j:
+            if c >= 0:
+                out[c] = acc
             c += 1
-            out[c] = _U0
-        out[c] += mix64(np.uint64(j - chunk[j]) * K3 + mapped[j])
+            acc = _U0
+        acc += mix64(np.uint64(j - chunk[j]) * K3 + mapped[j])
+    if c >= 0:
+        out[c] = acc
     out[:c + 1].sort()
     return c + 1
 
@@ -303,9 +318,8 @@ def shingles(mapped, m, out) -> int:
             acc += mapped[j] * POS[j]
         out[0] = mix64(acc)
         return 1
+    p0, p1, p2, p3, p4 = POS[0], POS[1], POS[2], POS[3], POS[4]
     for i in range(m - SHINGLE + 1):
-        acc = _U0
-        for j in range(SHINGLE):
-            acc += mapped[i + j] * POS[j]
-        out[i] = mix64(acc)
+        out[i] = mix64(mapped[i] * p0 + mapped[i + 1] * p1 + mapped[i + 2] * p2
+                       + mapped[i + 3] * p3 + mapped[i + 4] * p4)
     return m - SHINGLE + 1
