@@ -26,7 +26,7 @@ from curate.dedup.minhash import candidate_pairs, components, signatures
 from curate.dedup.normalize import NormalizeError, norm_hash, normalize
 from curate.dedup.ops import op_sequence
 from curate.dedup.reference import ENV_VAR, ReferenceUnavailable, load_jsonl, resolve
-from curate.dedup.tokens import normalize_batch
+from curate.dedup.tokens import normalize_batch, normalized_tokens
 from curate.problem import assemble, dumps
 from curate.table import read_problems, read_rejected, read_stats, source_struct, write_stage
 
@@ -273,6 +273,22 @@ def test_brackets_inside_strings_do_not_unbalance_a_document():
     assert batch.error[2] == "code is NoneType, not str"
     assert batch.error[3] == "no code"
     assert batch.norm_hash[1:] == [None, None, None]
+
+
+def test_a_module_constant_opening_a_multiline_tuple_keeps_its_brackets():
+    """``NAME = (`` at column 0 looked like a numeric constant and was dropped alone, leaving its
+    closing ``)``: 26 of 5,987 runnable problems of the PyPI manifest (monai's HighResNet,
+    timm's CSATv2, ...) were rejected as unparseable. Real source: torch's deprecation utils."""
+    import torch.nn.utils._deprecation_utils as dep
+
+    text = Path(dep.__file__).read_text()
+    assert "\n_MESSAGE_TEMPLATE = (\n" in text
+    literals = ["X = (\n    1.0, 2.0,\n    3.0)\n", "X = (\n    {'name': 'conv_1', 'k': 1},\n)\n"]
+    batch = normalize_batch([text] + literals)
+    assert batch.error == [""] * 3
+    # one-line numeric constants are still dropped: they do not change a problem's tokens
+    assert normalized_tokens("X = (1, 2)\nY = 3 * (4 + 5)\ndef f():\n    return 1\n") == \
+        normalized_tokens("def f():\n    return 1\n")
 
 
 def test_compiled_signatures_equal_rensa():

@@ -16,6 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 from numba import njit
 
+from curate.dedup import jit  # noqa: F401  (sets numba's cache folder before the decorations below)
+
 from curate.dedup import tokenpass as tp
 from curate.dedup.textscan import MARKER, strip_doc, strip_tokenize, tokenize
 

@@ -16,6 +16,8 @@ from typing import Callable, NamedTuple, Sequence
 import numpy as np
 from numba import njit
 
+from curate.dedup import jit  # noqa: F401  (sets numba's cache folder before the decorations below)
+
 from curate.dedup.tokens import normalize_batch
 
 MARGIN = 0.1

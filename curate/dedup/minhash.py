@@ -33,6 +33,8 @@ from typing import Iterable, Sequence
 import numpy as np
 from numba import njit
 
+from curate.dedup import jit  # noqa: F401  (sets numba's cache folder before the decorations below)
+
 from curate.dedup.tokenpass import mix64 as _mix64
 
 SEED = 1

@@ -25,6 +25,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from curate.dedup import jit  # noqa: F401  (sets numba's cache folder before the decorations below)
+
 BUCKET_DOMAIN = np.uint64(0x6A09E667F3BCC909)
 ROUND_DOMAIN = np.uint64(0x3C6EF372FE94F82B)
 FALLBACK_DOMAIN = np.uint64(0xBB67AE8584CAA73B)

@@ -60,6 +60,8 @@ import numpy as np
 import polars as pl
 from numba import njit
 
+from curate.dedup import jit  # noqa: F401  (sets numba's cache folder before the decorations below)
+
 from curate.dedup import exact
 from curate.dedup.decontaminate import Match, ReferenceIndex, match_pairs
 from curate.dedup.features import FeatureTable, featurize_table

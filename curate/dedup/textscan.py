@@ -19,7 +19,9 @@ pass's output the way a regex replace-all reads its haystack:
 3. ``drop_imports``: ``import ...`` and ``from X import ...`` at column 0 (a
    parenthesized name list to its ``)``);
 4. ``drop_numeric_assigns``: ``NAME = <numbers, plain names, arithmetic>`` at column 0
-   (``batch_size = 16``, ``N = 2048 * 2``; a call or a dotted name keeps the line).
+   (``batch_size = 16``, ``N = 2048 * 2``; a call or a dotted name keeps the line, and so
+   does one whose parentheses do not close on it: ``X = (`` opening a multi-line tuple,
+   which the regexes dropped alone, leaving its ``)`` unbalanced).
 
 Steps 2-4 are the regexes the polars implementation used (``_INPUT_FUNCS``, ``_IMPORTS``,
 ``_NUMERIC_ASSIGN`` in its history), matched the same way; step 1 is its ``_STRIP`` with
@@ -37,6 +39,8 @@ from __future__ import annotations
 
 import numpy as np
 from numba import njit
+
+from curate.dedup import jit  # noqa: F401  (sets numba's cache folder before the decorations below)
 
 from curate.problem import INPUTS_MARKER
 
@@ -285,11 +289,13 @@ def _numeric_assign_end(src, i, n) -> int:
     if p >= n or src[p] != 61:
         return -1
     p = _skip_blanks(src, p + 1, n)
+    depth = 0  # parentheses: `X = (` opening a multi-line tuple of dicts is not a number
     while True:
         if p >= n or src[p] == _NL:
-            return p
+            return p if depth == 0 else -1
         cls = CLASSES[src[p]]
         if cls & NUMERIC:
+            depth += (src[p] == 40) - (src[p] == 41)
             p += 1
         elif cls & NAME_START:
             p += 1
@@ -297,9 +303,10 @@ def _numeric_assign_end(src, i, n) -> int:
                 p += 1
             p = _skip_blanks(src, p, n)
             if p >= n or src[p] == _NL:
-                return p
+                return p if depth == 0 else -1
             if (CLASSES[src[p]] & AFTER_NAME) == 0:
                 return -1
+            depth += (src[p] == 40) - (src[p] == 41)
             p += 1
         else:
             return -1

@@ -25,6 +25,8 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
+from curate.dedup import jit  # noqa: F401  (sets numba's cache folder before the decorations below)
+
 from curate.dedup.textscan import is_word
 
 K1 = np.uint64(0x9E3779B97F4A7C15)
