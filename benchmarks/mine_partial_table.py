@@ -21,6 +21,7 @@ from pathlib import Path
 
 import polars as pl
 
+from curate.journal import read_done
 from curate.table import source_struct
 
 _PROVENANCE = re.compile(r"Reference problem mined from (\S+) (\S*): (\S+)::(\w+) \(licence: ([^)]*)\)")
@@ -30,22 +31,15 @@ def partial_rows(stage: Path) -> list[dict]:
     """Kept rows of a partial mine stage folder (``RUN/mine``)."""
     plan = json.loads((stage / "_plan.json").read_text())
     rows = []
-    with open(stage / "_journal.jsonl") as f:
-        next(f)
-        for line in f:
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:  # a line cut by a kill
-                continue
-            key, v = rec["key"], rec["value"]
-            if not v.get("ok") or key not in plan["tasks"]:
-                continue  # a task of an earlier manifest or closure: not part of this plan
-            m = _PROVENANCE.search(v["code"])
-            name, version, path, cls, licence = m.groups() if m else (plan["tasks"][key], None, None, None, None)
-            rows.append({"problem_id": key, "name": f"{name}.{cls}", "code": v["code"],
-                         "init_args": json.dumps(v["init_args"]), "input_spec": json.dumps(v["input_spec"]),
-                         "source": source_struct(name=plan["tasks"][key], version=version or None,
-                                                 path=path, class_name=cls, licence=licence)})
+    for key, v in read_done(stage / "_journal.jsonl").items():
+        if not v.get("ok") or key not in plan["tasks"]:
+            continue  # a task of an earlier manifest or closure: not part of this plan
+        m = _PROVENANCE.search(v["code"])
+        name, version, path, cls, licence = m.groups() if m else (plan["tasks"][key], None, None, None, None)
+        rows.append({"problem_id": key, "name": f"{name}.{cls}", "code": v["code"],
+                     "init_args": json.dumps(v["init_args"]), "input_spec": json.dumps(v["input_spec"]),
+                     "source": source_struct(name=plan["tasks"][key], version=version or None,
+                                             path=path, class_name=cls, licence=licence)})
     return rows
 
 

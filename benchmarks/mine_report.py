@@ -18,19 +18,12 @@ import json
 from pathlib import Path
 
 from curate.bench.stats import wilson
+from curate.journal import read_done
 
 
 def partial(stage: Path) -> tuple[dict, dict]:
     plan = json.loads((stage / "_plan.json").read_text())
-    done: dict[str, dict] = {}
-    with open(stage / "_journal.jsonl") as f:
-        next(f)
-        for line in f:
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:  # a line cut by a kill
-                continue
-            done[rec["key"]] = rec["value"]
+    done = read_done(stage / "_journal.jsonl")
     per: dict[str, dict] = {}
     for name, src in plan["sources"].items():
         per[name] = {"classes": src["module_classes"], "tasks": 0, "synthesized": 0, "kept": 0,

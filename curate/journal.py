@@ -74,3 +74,18 @@ class Journal:
     def remove(self) -> None:
         """Delete the journal (the stage's output is complete)."""
         self.path.unlink(missing_ok=True)
+
+
+def read_done(path: Path | str) -> dict[str, Any]:
+    """The finished items of a journal file, whatever its fingerprint (for reports on a
+    running or stopped stage); a line cut short by a kill is skipped."""
+    done: dict[str, Any] = {}
+    with open(path) as f:
+        next(f, None)  # the fingerprint header
+        for line in f:
+            try:
+                item = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            done[item["key"]] = item["value"]
+    return done
