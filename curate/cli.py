@@ -65,13 +65,19 @@ def mine(
                                  "(a process pool on this machine) or 'ray' (a Ray cluster)."),
     ray_address: Optional[str] = typer.Option(None, help="Ray cluster to join ('auto', 'ray://host:10001'); "
                                               "default: start a local Ray instance (--executor ray)."),
+    retry: str = typer.Option("", help="Resuming a stopped run: synthesize again the items its journal "
+                              "rejected for these reasons (comma-separated, e.g. "
+                              "'constructor_failed,no_runnable_inputs', or 'all'), after an upgrade."),
 ) -> None:
-    """Find nn.Module subclasses in the manifest's sources and write KernelBench-format problems."""
+    """Find nn.Module subclasses in the manifest's sources and write KernelBench-format problems.
+
+    A stopped run resumes where it stopped when started again with the same --out."""
     from curate.mine import run
 
     with _clear_errors():
         _echo_stats(run(manifest=manifest, out=out, workers=workers, timeout_s=timeout_s,
-                        mem_mb=mem_mb, limit=limit, executor=executor, ray_address=ray_address))
+                        mem_mb=mem_mb, limit=limit, executor=executor, ray_address=ray_address,
+                        retry=[r.strip() for r in retry.split(",") if r.strip()]))
 
 
 @app.command()

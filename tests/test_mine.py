@@ -233,3 +233,35 @@ def test_a_namespace_comes_after_the_definitions_it_binds_in_an_import_cycle():
     order = [_NS + "pkg", "pkg._compile", "pkg.nn.conv"]
     deps = {_NS + "pkg": {"pkg._compile"}, "pkg._compile": {_NS + "pkg"}, "pkg.nn.conv": {_NS + "pkg"}}
     assert _namespaces_last(order, deps) == ["pkg._compile", _NS + "pkg", "pkg.nn.conv"]
+
+
+def test_retry_synthesizes_journaled_rejections_again(mined_run: Path, tmp_path: Path, monkeypatch):
+    """A stopped run's journal may hold rejections an older synthesizer made: ``retry`` redoes
+    the items rejected for the named reasons and keeps every other journaled outcome."""
+    import json
+
+    from curate.journal import Journal
+
+    manifest = tmp_path / "manifest.yaml"
+    manifest.write_text((mined_run / "manifest.yaml").read_text())
+    out = tmp_path / "out"
+    monkeypatch.setattr(Journal, "remove", lambda self: None)  # keep the journal, as a stopped run does
+    run(manifest=manifest, out=out, workers=2, timeout_s=30)
+    journal = out / "mine" / "_journal.jsonl"
+    lines = journal.read_text().splitlines()
+    items = [json.loads(line) for line in lines[1:]]
+    ok = [i for i in items if i["value"]["ok"]]
+    assert len(ok) >= 2
+    stale = {ok[0]["key"]: "constructor_failed", ok[1]["key"]: "timeout"}
+    for item in items:
+        if item["key"] in stale:
+            item["value"] = {"ok": False, "reason": stale[item["key"]], "detail": "an older synthesizer"}
+    journal.write_text("\n".join([lines[0], *(json.dumps(i) for i in items)]) + "\n")
+
+    stats = run(manifest=manifest, out=out, workers=2, timeout_s=30, retry=["constructor_failed"])
+    assert stats["resumed"] == len(items)
+    rejected = read_rejected(out / "mine")
+    redone = rejected.filter(rejected["reject_detail"] == "an older synthesizer")
+    assert redone["reject_reason"].to_list() == ["timeout"]  # not retried: kept as journaled
+    n_ok = len(read_problems(mined_run / "mine"))
+    assert len(read_problems(out / "mine")) == n_ok - 1  # the constructor_failed one is back

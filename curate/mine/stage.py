@@ -11,7 +11,7 @@ import json
 import random
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import polars as pl
 
@@ -79,7 +79,8 @@ def _unavailable(entry: dict) -> Source:
 
 def run(manifest: Path | str, out: Path | str, workers: int | None = None, timeout_s: float = 30.0,
         mem_mb: int = 4096, limit: int | None = None, cache_dir: Path | str | None = None,
-        executor: str | Executor = "local", ray_address: str | None = None) -> dict[str, Any]:
+        executor: str | Executor = "local", ray_address: str | None = None,
+        retry: Iterable[str] = ()) -> dict[str, Any]:
     """Mine the manifest's sources into ``OUT/mine``; return the stage stats.
 
     Args:
@@ -91,6 +92,10 @@ def run(manifest: Path | str, out: Path | str, workers: int | None = None, timeo
         limit: keep only the first ``limit`` candidate classes (deterministic order).
         executor: ``"local"`` (a process pool), ``"ray"``, or an :class:`Executor`.
         ray_address: the Ray cluster to join (``executor="ray"``; None starts a local one).
+        retry: reject reasons (``constructor_failed``, ``no_runnable_inputs``, ...; ``all`` for
+            every reason) whose items, recorded in a stopped run's journal, are synthesized
+            again: after an upgrade of curate's synthesizer, a resumed run redoes the
+            rejections the new code may turn into problems and keeps everything else.
     Raises:
         ManifestError: the manifest is malformed.
         ValueError: an unknown executor.
@@ -101,7 +106,7 @@ def run(manifest: Path | str, out: Path | str, workers: int | None = None, timeo
     own = not isinstance(executor, Executor)
     ex = make_executor(executor, workers, ray_address) if own else executor
     try:
-        return _run(manifest, out, entries, cache, ex, timeout_s, mem_mb, limit, t0)
+        return _run(manifest, out, entries, cache, ex, timeout_s, mem_mb, limit, t0, frozenset(retry))
     finally:
         if own:
             ex.close()
@@ -134,7 +139,8 @@ def interleave(items: list, key, seed: int | None = 0) -> list:
 
 
 def _run(manifest: Path | str, out: Path | str, entries: list[dict], cache: Path, ex: Executor,
-         timeout_s: float, mem_mb: int, limit: int | None, t0: float) -> dict[str, Any]:
+         timeout_s: float, mem_mb: int, limit: int | None, t0: float,
+         retry: frozenset[str] = frozenset()) -> dict[str, Any]:
     rejects = Rejections("mine")
     scans: list[Scan] = []
     per_source: dict[str, dict[str, Any]] = {}
@@ -190,7 +196,11 @@ def _run(manifest: Path | str, out: Path | str, entries: list[dict], cache: Path
     plan = stage_dir(out, "mine") / "_plan.json"  # for progress reports on a running or stopped run
     plan.write_text(json.dumps({"sources": per_source, "tasks": {
         k: row["source"]["name"] for (row, _), k in zip(tasks, keys)}}))
-    todo = interleave([i for i, k in enumerate(keys) if k not in journal],
+    def pending(key: str) -> bool:
+        v = journal.get(key)
+        return v is None or (not v["ok"] and ("all" in retry or v["reason"] in retry))
+
+    todo = interleave([i for i, k in enumerate(keys) if pending(k)],
                       lambda i: tasks[i][0]["source"]["name"])
     calls = [(tasks[i][1], {}) for i in todo]
     t = time.monotonic()
