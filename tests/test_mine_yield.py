@@ -583,3 +583,96 @@ def test_stage_copies_manifest_deps_and_keeps_both_kinds_of_network_reason(tmp_p
     reasons = dict(zip(rej["name"].to_list(), rej["reject_reason"].to_list()))
     assert reasons == {"repo.FromHub": "needs_network", "repo.LoadsWeights": "needs_data_files",
                        "repo.Connects": "network"}
+
+
+def test_an_import_inside_a_function_of_a_name_copied_as_is_reads_the_global(tmp_path: Path):
+    """compressai's ``def default_entropy_coder(): from compressai import get_entropy_coder``:
+    the copied function is a global of the same name, and ``get_entropy_coder =
+    get_entropy_coder`` in the function would make it local and unbound."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("from .coders import get_coder\n")
+    (pkg / "coders.py").write_text("def get_coder():\n    return 3.0\n")
+    (pkg / "model.py").write_text(textwrap.dedent("""
+        import torch
+        from torch import nn
+        def default_coder():
+            from pkg import get_coder
+            return get_coder()
+        class Scaled(nn.Module):
+            def forward(self, x):
+                return x * default_coder()
+    """))
+    src = Resolver(tmp_path, {}).closure("pkg.model", "Scaled").source
+    ns: dict = {}
+    exec(compile(src, "scaled", "exec"), ns)
+    assert ns["Scaled"]()(torch.ones(2)).tolist() == [3.0, 3.0]
+
+
+def test_blame_finds_the_failing_line_of_the_mined_code():
+    """Repairs read the mined line an error was raised on; the code runs under a file name
+    unique to its source (for linecache), which blame must recognise."""
+    from curate.mine.synthesize import blame
+    from curate.problem import exec_source
+
+    ns = exec_source("def f(cfg):\n    return cfg.hidden_size * 2\n", "curate_mined")
+    with pytest.raises(AttributeError) as info:
+        ns["f"](None)
+    assert blame(info.value).strip() == "return cfg.hidden_size * 2"
+
+
+def test_attention_layers_get_their_optional_config_rotary_pair_and_encoder_states(transformers_resolver):
+    """Three forward-input repairs on real transformers layers: BartAttention's optional
+    ``config`` (read as ``self.config._attn_implementation`` in forward, found from the failing
+    line), Qwen3Attention's required ``position_embeddings`` (a (cos, sin) pair) and
+    ``attention_mask: Tensor | None`` (None), and a cross-attention's ``encoder_hidden_states``
+    (given once the forward fails on it being None)."""
+    bart = mine(transformers_resolver, "transformers.models.bart.modeling_bart", "BartAttention")
+    assert isinstance(bart["init_args"][-1], dict) and "d_model" in bart["init_args"][-1]
+    qwen = mine(transformers_resolver, "transformers.models.qwen3.modeling_qwen3", "Qwen3Attention")
+    pair = [s for s in qwen["input_spec"] if s.get("arg") == "position_embeddings"]
+    assert len(pair) == 2 and pair[0]["pair"] and pair[0]["shape"] == pair[1]["shape"]
+    assert {"kind": "value", "value": None, "arg": "attention_mask"} in qwen["input_spec"]
+    cross = mine(transformers_resolver, "transformers.models.camembert.modeling_camembert",
+                 "CamembertCrossAttention")
+    assert [s.get("arg") for s in cross["input_spec"]] == [None, "encoder_hidden_states"]
+    for prob in (bart, qwen, cross):
+        run_alone(prob["code"])
+
+
+def test_rope_standin_initialisations(monkeypatch):
+    """The rotary initialisations a configuration may name: YaRN keeps the highest frequency
+    and divides the lowest by the factor, with attention scaled 0.1 ln(factor) + 1; Llama 3
+    divides long wavelengths by the factor and keeps short ones; linear divides all."""
+    import math
+    import types
+
+    spec = importlib.util.spec_from_file_location("standin_rope", Path(__file__).resolve().parents[1]
+                                                  / "curate" / "mine" / "shims" / "transformers_modeling_rope_utils.py")
+    rope = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "transformers.utils", types.SimpleNamespace(_decorator=lambda f: f))
+    spec.loader.exec_module(rope)
+    base = dict(hidden_size=512, num_attention_heads=4, max_position_embeddings=32768, head_dim=None)
+    plain = 1.0 / (10000.0 ** (torch.arange(0, 128, 2).float() / 128))
+    yarn = types.SimpleNamespace(**base, rope_parameters={
+        "rope_type": "yarn", "rope_theta": 10000.0, "factor": 8.0, "original_max_position_embeddings": 4096})
+    inv, att = rope.ROPE_INIT_FUNCTIONS["yarn"](yarn)
+    assert inv.shape == (64,) and math.isclose(att, 0.1 * math.log(8.0) + 1)
+    assert torch.isclose(inv[0], plain[0]) and torch.isclose(inv[-1], plain[-1] / 8)
+    llama3 = types.SimpleNamespace(**base, rope_parameters={
+        "rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0, "low_freq_factor": 1.0,
+        "high_freq_factor": 4.0, "original_max_position_embeddings": 8192})
+    inv, att = rope.ROPE_INIT_FUNCTIONS["llama3"](llama3)
+    assert att == 1.0 and torch.isclose(inv[0], plain[0]) and torch.isclose(inv[-1], plain[-1] / 8)
+    assert torch.all(inv <= plain + 1e-12) and torch.all(inv >= plain / 8 - 1e-12)
+    linear = types.SimpleNamespace(**base, rope_parameters={"rope_type": "linear", "factor": 2.0})
+    assert torch.allclose(rope.ROPE_INIT_FUNCTIONS["linear"](linear)[0], plain / 2)
+
+
+def test_models_configured_for_yarn_and_llama3_rope_are_mined(transformers_resolver):
+    """Ministral 3 defaults to YaRN rotary embeddings and Apertus to Llama 3's: both raised
+    KeyError in the rope stand-in before."""
+    for mod, cls in (("ministral3.modeling_ministral3", "Ministral3ForSequenceClassification"),
+                     ("apertus.modeling_apertus", "ApertusModel")):
+        prob = mine(transformers_resolver, f"transformers.models.{mod}", cls)
+        assert prob["input_spec"][0]["kind"] == "index"

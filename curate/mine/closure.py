@@ -567,7 +567,10 @@ class Resolver:
                     local = {k: v for k, v in local.items() if k in words}
                 code = rename_globals(code, local) if local else code
                 for ref in re.findall(r"__curate_ref_\d+__", code):
-                    code = code.replace(ref, st.names[st.refmarks[ref]])
+                    name = st.names[st.refmarks[ref]]
+                    # `x = x` in a function makes x local and unbound: the global x is meant
+                    code = re.sub(rf"^([ \t]*){re.escape(name)} = {ref}[ \t]*$", r"\1pass", code, flags=re.M)
+                    code = code.replace(ref, name)
                 parts += ["", "", code]
         files = [m for m in order if not m.startswith((_SHIM, _NS, _MISSING))]
         return Closure("\n".join(parts).rstrip() + "\n", class_name, files, sorted(st.unresolved))

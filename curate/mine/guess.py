@@ -228,6 +228,8 @@ def guess(name: str, param: inspect.Parameter, cls: type, ns: dict[str, Any]) ->
             return ["mean", "sum"]
         if "norm" in low:
             return ["layer", "batch", "none"]
+        if low.endswith("name"):  # a key (peft's adapter_name indexes ModuleDicts): not empty
+            return ["default", "", None]
         return ["", None]
     if ann_l == "float" or any(re.search(p, low) for p, _ in _FLOAT_HINTS[:2]):
         for pat, v in _FLOAT_HINTS:

@@ -71,7 +71,7 @@ def blame(exc: BaseException) -> str:
     """The source line of the mined code where ``exc`` was raised (innermost mined frame):
     the constructor parameters it mentions are the ones to change first."""
     for frame in reversed(traceback.extract_tb(exc.__traceback__)):
-        if frame.filename == MINED_FILE:
+        if frame.filename.startswith(MINED_FILE[:-1]):  # exec_source names it "<curate_mined HASH>"
             return frame.line or ""
     return ""
 
@@ -367,6 +367,46 @@ def _paired_params(module: nn.Module) -> list[str]:
     return [n for n in PAIRED if n in sig.parameters and sig.parameters[n].default is None]
 
 
+def _optional_inputs(specs: list[dict], msg: str, line: str, module: nn.Module) -> list[list[dict]]:
+    """``'NoneType' object has no attribute ...`` on a line reading an optional forward
+    parameter left None (a cross-attention's ``encoder_hidden_states``): the guess again with
+    that parameter given, shaped like the first input."""
+    if "'NoneType'" not in msg or not line or not specs or specs[0].get("kind") != "tensor":
+        return []
+    try:
+        sig = inspect.signature(module.forward)
+    except (TypeError, ValueError):
+        return []
+    given = {s.get("arg") for s in specs}
+    words = set(re.findall(r"[A-Za-z_]\w*", line))
+    out = []
+    for name, p in sig.parameters.items():
+        if p.default is None and name in words and name not in given and not re.search(r"mask|cache|past", name):
+            spec = {**_spec_for(name, specs[0]["shape"], module), "arg": name}
+            out.append(specs + [spec])
+    return out
+
+
+def _value_spec(name: str, param: inspect.Parameter, module: nn.Module) -> dict | None:
+    """A required forward parameter that is not a tensor: an optional mask (``attention_mask:
+    torch.Tensor | None``, passed None: no masking, as transformers' layers accept), or a
+    string the module lists in a plural attribute (``layer_type`` from ``self.layer_types``)."""
+    ann = param.annotation if isinstance(param.annotation, str) else repr(param.annotation)
+    if "mask" in name.lower() and re.search(r"None|Optional", ann):
+        return {"kind": "value", "value": None}
+    listed = getattr(module, name + "s", None)
+    if isinstance(listed, (list, tuple, set)) and listed and all(isinstance(v, str) for v in listed):
+        return {"kind": "value", "value": sorted(listed)[0]}
+    return None
+
+
+def _is_pair(name: str, param: inspect.Parameter) -> bool:
+    """A forward parameter taking two tensors: a ``PAIRED`` name or an annotation
+    ``tuple[torch.Tensor, torch.Tensor]``."""
+    ann = param.annotation if isinstance(param.annotation, str) else repr(param.annotation)
+    return name in PAIRED or bool(re.fullmatch(r"(typing\.)?[Tt]uple\[(torch\.)?Tensor, ?(torch\.)?Tensor\]", ann))
+
+
 def _head_dim(module: nn.Module, width: int) -> int:
     for m in module.modules():
         hd = getattr(m, "head_dim", None)
@@ -567,9 +607,20 @@ def find_inputs(module: nn.Module, kwargs: dict[str, Any], budget_s: float,
         raise SynthesisError("no_forward", "class defines no forward")
     params = _forward_params(module)
     paired = _paired_params(module)
+    pairs = [n for n, p in params if _is_pair(n, p)]
+    # a required pair goes by keyword, and so does every input (positions would shift)
+    by_name = bool(pairs) and all(p.kind == p.POSITIONAL_OR_KEYWORD for _, p in params)
     queue: list[list[dict]] = []
     for shape in _shape_guesses(module, kwargs):
-        specs = [_spec_for(n, shape, module) for n, _ in params]
+        specs = []
+        for n, _ in params:
+            if by_name and n in pairs and len(shape) == 3:
+                pair = {"kind": "tensor", "shape": [shape[0], shape[1], _head_dim(module, shape[-1])],
+                        "dtype": "float32", "arg": n}
+                specs += [{**pair, "pair": True}, dict(pair)]
+            else:
+                spec = _value_spec(n, dict(params)[n], module) or _spec_for(n, shape, module)
+                specs.append({**spec, **({"arg": n} if by_name else {})})
         if paired and specs and len(shape) == 3:
             hd = _head_dim(module, shape[-1])
             for name in paired:
@@ -578,7 +629,7 @@ def find_inputs(module: nn.Module, kwargs: dict[str, Any], budget_s: float,
         queue.append(specs)
     tried: set[str] = set()
     deadline = time.monotonic() + budget_s
-    last = first = last_line = ""
+    last = first = last_line = first_line = ""
     while queue and len(tried) < max_tries and time.monotonic() < deadline:
         specs = queue.pop(0)
         key = repr(specs)
@@ -601,16 +652,19 @@ def find_inputs(module: nn.Module, kwargs: dict[str, Any], budget_s: float,
         except (Exception, SystemExit) as exc:  # mined code may call sys.exit
             last = f"{type(exc).__name__}: {exc}"
             last_line = blame(exc)
-            first = first or last
+            if not first:
+                first, first_line = last, last_line
             reason = _classify(last, "")
             if reason:
                 raise SynthesisError(reason, last)
-            repairs = _repair_specs(specs, last, module)
+            repairs = _optional_inputs(specs, last, last_line, module) + _repair_specs(specs, last, module)
             queue[:0] = repairs  # repairs of this guess first: depth-first like paritybench
     if "too large" in last or "size cap" in last:
         raise SynthesisError("inputs_too_large", last)
     detail = last if first == last else f"first guess: {first[:700]} | last guess: {last[:700]}"
-    raise SynthesisError("no_runnable_inputs", detail or "no guess tried", last_line)
+    # both failing lines: the first guess's error often names the constructor parameter to change
+    lines = last_line if first_line == last_line else f"{first_line}\n{last_line}"
+    raise SynthesisError("no_runnable_inputs", detail or "no guess tried", lines)
 
 
 # --------------------------------------------------------------------------- checks

@@ -45,6 +45,20 @@ class PreTrainedModel(nn.Module):
     def warn_if_padding_and_no_attention_mask(self, input_ids, attention_mask):
         """transformers logs a one-time warning here; a problem has nothing to warn about."""
 
+    @classmethod
+    def _from_config(cls, config, **kwargs):
+        """The model built from ``config`` (transformers also sets dtype and attention here)."""
+        return cls(config)
+
+    def get_input_embeddings(self):
+        """The token embedding: the first ``embed_tokens``/``word_embeddings``/``wte`` module
+        (a composite model's language model holds it), else the first ``nn.Embedding``."""
+        embeddings = [(n, m) for n, m in self.named_modules() if isinstance(m, nn.Embedding)]
+        for name, module in embeddings:
+            if name.rsplit(".", 1)[-1] in ("embed_tokens", "word_embeddings", "wte", "shared"):
+                return module
+        return embeddings[0][1] if embeddings else None
+
 
 class _AttentionFunctions(dict):
     """Attention implementations by name; the eager one (the caller's default) is used."""

@@ -14,8 +14,17 @@ positive_int_field = _field
 positive_any_number = _field
 
 
-def _accept(value=None):
-    return value
+def _accept(value=None, default=None, **kwargs):
+    """A validated field (``activation_fn_key(default="gelu")``): its default."""
+    return default if value is None else value
+
+
+def is_divisible_by(divisor):
+    return _field
+
+
+def tensor_shape(shape, length=None):
+    return _field
 
 
 activation_fn_key = _accept
