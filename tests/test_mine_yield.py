@@ -676,3 +676,30 @@ def test_models_configured_for_yarn_and_llama3_rope_are_mined(transformers_resol
                      ("apertus.modeling_apertus", "ApertusModel")):
         prob = mine(transformers_resolver, f"transformers.models.{mod}", cls)
         assert prob["input_spec"][0]["kind"] == "index"
+
+
+def test_pytorchcv_network_gets_per_stage_channel_lists_and_its_recorded_input_size():
+    """pytorchcv's whole networks take ``channels`` as a list of per-unit widths per stage and
+    record ``in_size=(224, 224)``: four nested stages are guessed once a flat list fails on
+    ``'int' object is not iterable``, and the input takes the recorded size (the final 7x7
+    average pool needs it)."""
+    resolver = pypi("pytorchcv", "0.0.74")
+    prob = mine(resolver, "pytorchcv.models.resnet", "ResNet")
+    channels = prob["init_args"][0]
+    assert len(channels) == 4 and all(isinstance(stage, list) for stage in channels)
+    assert prob["input_spec"][0]["shape"][1:] == [3, 224, 224]
+    run_alone(prob["code"])
+
+
+def test_a_placeholder_module_has_a_version_for_import_time_checks():
+    """diffusers checks ``version.parse(PIL.__version__)`` at import time; PIL is a placeholder
+    in a problem, and that check must not fail the whole file (99 diffusers classes did)."""
+    spec = importlib.util.spec_from_file_location("standin_unavailable", Path(__file__).resolve().parents[1]
+                                                  / "curate" / "mine" / "shims" / "unavailable.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    pil = mod.unavailable("PIL")
+    assert isinstance(pil.__version__, str) and pil.__version__ > "9.1.0"
+    assert not isinstance(torch.ones(1), pil.Image.Image)
+    with pytest.raises(ImportError, match="PIL.Image.open is not available"):
+        pil.Image.open("x.png")

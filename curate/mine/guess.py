@@ -276,7 +276,10 @@ def alternatives(value: Any, name: str) -> list[Any]:
     if isinstance(value, float):
         return [0.5, 0.1, 1, 2.0, 0.0]
     if isinstance(value, (list, tuple)):
-        return [C, [C], [C, C], (HW, HW), 3, [C, 2 * C, 4 * C, 8 * C]]
+        # per-stage lists of per-unit widths (pytorchcv's ``channels=[[64, 64], [128, 128]]``)
+        # (four stages: networks built for 224x224 images downsample 32x, pooling the last 7x7)
+        nested = [[[C // 2] * 2, [C] * 2, [2 * C] * 2, [4 * C] * 2]] if all(isinstance(v, int) for v in value) else []
+        return [C, [C], *nested, [C, C], (HW, HW), 3, [C, 2 * C, 4 * C, 8 * C]]
     return [C, None, 1, True, "relu"]
 
 

@@ -293,6 +293,11 @@ def _shape_guesses(module: nn.Module, kwargs: dict[str, Any]) -> list[list[int]]
     if img:
         guesses.append([B, chans or 3, img, img])
     layer = _first_layer(module)
+    size = next((v for k in ("in_size", "input_size", "img_size", "image_size")
+                 if isinstance(v := getattr(module, k, None), (tuple, list)) and len(v) == 2
+                 and all(isinstance(d, int) and 0 < d <= 512 for d in v)), None)
+    if size and isinstance(layer, nn.Conv2d):  # a network that records its input size (pytorchcv)
+        guesses.append([2 if max(size) >= 224 else B, layer.in_channels, *size])
     if isinstance(layer, (nn.Conv2d, nn.ConvTranspose2d)):
         guesses.append([B, layer.in_channels, HW, HW])
     elif isinstance(layer, (nn.Conv1d, nn.ConvTranspose1d)):

@@ -6,12 +6,16 @@ here, instead of rejecting the class outright: code that only mentions the modul
 and code that uses it raises ``ImportError`` naming the module, which the synthesizer
 records as ``import_missing``. A placeholder is a class, so attribute chains
 (``np.random.rand``) give further placeholders and ``isinstance`` checks against them are
-simply false; calling one raises.
+simply false; calling one raises. Its ``__version__`` is a high version string, so
+import-time checks (diffusers' ``version.parse(PIL.__version__) >= ...``) take the branch
+written for current releases instead of failing the whole file.
 """
 
 
 class _UnavailableMeta(type):
     def __getattr__(cls, attr):
+        if attr == "__version__":
+            return "999.0.0"
         if attr.startswith("__"):
             raise AttributeError(attr)
         return _UnavailableMeta(f"{cls.__name__}.{attr}", (), {})
