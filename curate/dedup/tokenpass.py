@@ -22,12 +22,19 @@ Hash arithmetic is on ``uint64`` and wraps.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
 
 from curate.dedup import jit  # noqa: F401  (sets numba's cache folder before the decorations below)
 
 from curate.dedup.textscan import is_word
+
+if sys.byteorder != "little":  # _load reads native words; the hashes are defined little-endian
+    raise ImportError("curate.dedup.tokenpass needs a little-endian machine")
 
 K1 = np.uint64(0x9E3779B97F4A7C15)
 K2 = np.uint64(0xBF58476D1CE4E5B9)
@@ -42,8 +49,8 @@ NAME, ATTR = 1, 2
 S_PLACEHOLDER, S_SELF, S_CLASS, S_DEF, S_AT = 0, 1, 2, 3, 4
 
 _U0 = np.uint64(0)
-_U8, _U16, _U24, _U29, _U32 = np.uint64(8), np.uint64(16), np.uint64(24), np.uint64(29), np.uint64(32)
-_U40, _U48, _U56 = np.uint64(40), np.uint64(48), np.uint64(56)
+_U29, _U32 = np.uint64(29), np.uint64(32)
+_U56 = np.uint64(56)
 
 
 @njit(nogil=True, cache=True)
@@ -56,14 +63,25 @@ def mix64(x):
     return x ^ (x >> _U32)
 
 
+@intrinsic
+def _load_u64(typingctx, arr, i):
+    """The 8 bytes at ``arr[i]`` (a ``uint8`` array) as one unaligned native ``uint64``
+    load: numba has no such load, and its 8 byte loads, shifted and or-ed, stay 8."""
+    sig = types.uint64(arr, types.intp)
+
+    def codegen(context, builder, signature, args):
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        ptr = builder.bitcast(builder.gep(data, [args[1]]), ir.IntType(64).as_pointer())
+        return builder.load(ptr, align=1)
+
+    return sig, codegen
+
+
 @njit(nogil=True, cache=True)
 def _load(text, s, m):
     """``m`` (1-8) bytes at ``text[s]`` as a little-endian ``uint64``; reads 8 bytes, so
     ``text`` must hold 8 bytes past the token."""
-    w = (np.uint64(text[s]) | (np.uint64(text[s + 1]) << _U8)
-         | (np.uint64(text[s + 2]) << _U16) | (np.uint64(text[s + 3]) << _U24)
-         | (np.uint64(text[s + 4]) << _U32) | (np.uint64(text[s + 5]) << _U40)
-         | (np.uint64(text[s + 6]) << _U48) | (np.uint64(text[s + 7]) << _U56))
+    w = _load_u64(text, s)
     if m < 8:
         w &= (np.uint64(1) << np.uint64(8 * m)) - np.uint64(1)
     return w
