@@ -65,10 +65,10 @@ def run(buf, offsets, marker, special, keys, used, tflags, tops):
     mapped = np.empty(longest, np.uint64)
     op = np.empty(longest, np.int32)
     chunk = np.empty(longest, np.int64)
-    scratch = np.empty(longest, np.uint64)
     slot = np.empty(longest, np.int64)
     own_gen = np.zeros(len(keys), np.int64)
     counts = np.zeros(3, np.int64)
+    byte_hash, byte_slot = tp.byte_tokens(keys, used)
 
     err = np.zeros(n, np.int8)
     brackets = np.zeros((n, 3), np.int64)
@@ -95,7 +95,7 @@ def run(buf, offsets, marker, special, keys, used, tflags, tops):
             continue
         m = tp.keep_tokens(text, starts, lens, first, t, ctx, kept)
         tp.rename(text, starts, lens, first, ctx, kept, m, special, keys, used, tflags, tops,
-                  h, mapped, op, chunk, scratch, slot, own_gen, d + 1)
+                  byte_hash, byte_slot, h, mapped, op, chunk, slot, own_gen, d + 1)
         n_tokens[d] = m
         sums = _grow(sums, sum_off[d] + m)
         sum_off[d + 1] = sum_off[d] + tp.chunk_sums(mapped, chunk, m, sums[sum_off[d]:])
@@ -139,10 +139,10 @@ def inspect(buf, marker, special, keys, used, tflags, tops):
     mapped = np.empty(t, np.uint64)
     op = np.empty(t, np.int32)
     chunk = np.empty(t, np.int64)
-    scratch = np.empty(t, np.uint64)
     slot = np.empty(t, np.int64)
     own_gen = np.zeros(len(keys), np.int64)
+    byte_hash, byte_slot = tp.byte_tokens(keys, used)
     tp.rename(text, starts, lens, first, ctx, kept, m, special, keys, used, tflags, tops,
-              h, mapped, op, chunk, scratch, slot, own_gen, 1)
+              byte_hash, byte_slot, h, mapped, op, chunk, slot, own_gen, 1)
     idx = kept[:m]
     return text[:length], starts[idx], lens[idx], h[:m].copy(), mapped[:m].copy(), ERR_NONE

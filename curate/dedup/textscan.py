@@ -72,11 +72,12 @@ def _byte_classes() -> np.ndarray:
     for c in b",)+-*/%":
         table[c] |= AFTER_NAME
     for c in b"#\"'":
-        table[c] |= STRIP
+        table[c] |= STRIP | SCAN_STOP
+    table[ord("d")] |= SCAN_STOP
     return table
 
 
-WORD, NAME_START, BLANK, NUMERIC, AFTER_NAME, STRIP = 1, 2, 4, 8, 16, 32
+WORD, NAME_START, BLANK, NUMERIC, AFTER_NAME, STRIP, SCAN_STOP = 1, 2, 4, 8, 16, 32, 64
 CLASSES = _byte_classes()
 IN_STRING = np.arange(256, dtype=np.uint8)
 """Byte -> the byte written for it inside a one-line string literal: brackets masked."""
@@ -84,7 +85,16 @@ IN_STRING[list(b"([{")] = 44
 IN_STRING[list(b")]}")] = 59
 """Byte -> class bits: ``WORD`` (token bytes: ASCII letters, digits, ``_``, >= 0x80),
 ``NAME_START`` (letters, ``_``), ``BLANK`` (space, tab), ``NUMERIC`` and ``AFTER_NAME``
-(step 4's ``[0-9 \\t()+\\-*/%,.]`` and ``[,)+\\-*/%]``), ``STRIP`` (``#``, quotes)."""
+(step 4's ``[0-9 \\t()+\\-*/%,.]`` and ``[,)+\\-*/%]``), ``STRIP`` (``#``, quotes),
+``SCAN_STOP`` (``STRIP`` and ``d``, where ``def get_inputs`` may start: the bytes
+:func:`strip_comments` looks at)."""
+BRACKET_KIND = np.zeros(256, dtype=np.int64)
+BRACKET_DELTA = np.zeros(256, dtype=np.int64)
+"""Byte -> which of ``()``, ``[]``, ``{}`` it opens (+1) or closes (-1), for the counts of
+:func:`curate.dedup.tokenpass.brackets` (``BRACKET_DELTA`` 0: not a bracket)."""
+for _k, (_open, _close) in enumerate((b"()", b"[]", b"{}")):
+    BRACKET_KIND[[_open, _close]] = _k
+    BRACKET_DELTA[_open], BRACKET_DELTA[_close] = 1, -1
 
 
 @njit(nogil=True, cache=True)
@@ -137,8 +147,16 @@ def strip_comments(src, s, e, marker, out):
     layout = False
     while i < e:
         c = src[i]
-        if (CLASSES[c] & STRIP) == 0:
-            if c == 100 and not layout and i + 3 < e and src[i + 3] == 32:  # "d?? "
+        # the bytes with nothing to do, copied in one tight loop (most of the text)
+        while (CLASSES[c] & SCAN_STOP) == 0:
+            out[n] = c
+            n += 1
+            i += 1
+            if i >= e:
+                return n, layout
+            c = src[i]
+        if c == 100:  # d
+            if not layout and i + 3 < e and src[i + 3] == 32:  # "d?? "
                 layout = _at(src, i, e, GET_INPUTS)
             out[n] = c
             n += 1
@@ -407,41 +425,36 @@ def tokenize(text, n, starts, lens, first) -> int:
 
 
 @njit(nogil=True, cache=True)
-def _tokenize_span(text, i, j, t, starts, lens, first, counts) -> int:
-    """:func:`tokenize` of ``text[i:j]`` (offsets into ``text``), appending from token
-    ``t``, and the bracket counts of :func:`curate.dedup.tokenpass.brackets` added to
-    ``counts``; returns the new token count."""
-    while i < j:
+def _tokenize_line(text, i, n, t, starts, lens, first, counts):
+    """:func:`tokenize` of ``text[i:n]`` up to its next newline (offsets into ``text``),
+    appending from token ``t``, and the bracket counts of
+    :func:`curate.dedup.tokenpass.brackets` added to ``counts``; returns ``(new token
+    count, index of that newline or n)``. ``text[n]`` is ``0``, which ends every word
+    (no bound check in the loop over a word's bytes)."""
+    while True:
         c = text[i]
         if CLASSES[c] & WORD:
             k = i + 1
-            while k < j and (CLASSES[text[k]] & WORD) != 0:
+            while (CLASSES[text[k]] & WORD) != 0:
                 k += 1
             starts[t] = i
             lens[t] = k - i
             first[t] = c
             t += 1
             i = k
-        else:
-            if c > 32:
-                starts[t] = i
-                lens[t] = 1
-                first[t] = c
-                t += 1
-                if c == 40:
-                    counts[0] += 1
-                elif c == 41:
-                    counts[0] -= 1
-                elif c == 91:
-                    counts[1] += 1
-                elif c == 93:
-                    counts[1] -= 1
-                elif c == 123:
-                    counts[2] += 1
-                elif c == 125:
-                    counts[2] -= 1
+        elif c > 32:
+            starts[t] = i
+            lens[t] = 1
+            first[t] = c
+            t += 1
+            delta = BRACKET_DELTA[c]
+            if delta != 0:
+                counts[BRACKET_KIND[c]] += delta
             i += 1
-    return t
+        elif c == _NL or i >= n:
+            return t, i
+        else:
+            i += 1
 
 
 @njit(nogil=True, cache=True)
@@ -454,7 +467,8 @@ def strip_tokenize(marker, src, s, e, text, tmp, starts, lens, first, counts):
     token is the same but for a dropped import's ``)``, which is no blank either.
 
     ``counts`` (3 ``int64``) gets the tokens' bracket balance, as
-    :func:`curate.dedup.tokenpass.brackets` counts it.
+    :func:`curate.dedup.tokenpass.brackets` counts it. ``text`` and ``tmp`` hold at least
+    ``e - s + 1`` bytes (a ``0`` is written after the text).
 
     Returns:
         ``(tokens, length of text)``.
@@ -464,6 +478,7 @@ def strip_tokenize(marker, src, s, e, text, tmp, starts, lens, first, counts):
     if layout:
         n = drop_input_funcs(text, n, tmp)
         text[:n] = tmp[:n]
+    text[n] = 0  # ends _tokenize_line's last word
     t = 0
     i = 0
     while i < n:  # i is at a line start, as drop_imports_and_numbers walks
@@ -475,9 +490,6 @@ def strip_tokenize(marker, src, s, e, text, tmp, starts, lens, first, counts):
             j = _numeric_assign_end(text, i, n)
             if j > i:
                 i = j
-        j = i
-        while j < n and text[j] != _NL:
-            j += 1
-        t = _tokenize_span(text, i, j, t, starts, lens, first, counts)
+        t, j = _tokenize_line(text, i, n, t, starts, lens, first, counts)
         i = j + 1 if j < n else j
     return t, n

@@ -22,12 +22,19 @@ Hash arithmetic is on ``uint64`` and wraps.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.extending import intrinsic
 
 from curate.dedup import jit  # noqa: F401  (sets numba's cache folder before the decorations below)
 
 from curate.dedup.textscan import is_word
+
+if sys.byteorder != "little":  # _load reads native words; the hashes are defined little-endian
+    raise ImportError("curate.dedup.tokenpass needs a little-endian machine")
 
 K1 = np.uint64(0x9E3779B97F4A7C15)
 K2 = np.uint64(0xBF58476D1CE4E5B9)
@@ -42,8 +49,8 @@ NAME, ATTR = 1, 2
 S_PLACEHOLDER, S_SELF, S_CLASS, S_DEF, S_AT = 0, 1, 2, 3, 4
 
 _U0 = np.uint64(0)
-_U8, _U16, _U24, _U29, _U32 = np.uint64(8), np.uint64(16), np.uint64(24), np.uint64(29), np.uint64(32)
-_U40, _U48, _U56 = np.uint64(40), np.uint64(48), np.uint64(56)
+_U29, _U32 = np.uint64(29), np.uint64(32)
+_U56 = np.uint64(56)
 
 
 @njit(nogil=True, cache=True)
@@ -56,14 +63,25 @@ def mix64(x):
     return x ^ (x >> _U32)
 
 
+@intrinsic
+def _load_u64(typingctx, arr, i):
+    """The 8 bytes at ``arr[i]`` (a ``uint8`` array) as one unaligned native ``uint64``
+    load: numba has no such load, and its 8 byte loads, shifted and or-ed, stay 8."""
+    sig = types.uint64(arr, types.intp)
+
+    def codegen(context, builder, signature, args):
+        data = context.make_array(signature.args[0])(context, builder, args[0]).data
+        ptr = builder.bitcast(builder.gep(data, [args[1]]), ir.IntType(64).as_pointer())
+        return builder.load(ptr, align=1)
+
+    return sig, codegen
+
+
 @njit(nogil=True, cache=True)
 def _load(text, s, m):
     """``m`` (1-8) bytes at ``text[s]`` as a little-endian ``uint64``; reads 8 bytes, so
     ``text`` must hold 8 bytes past the token."""
-    w = (np.uint64(text[s]) | (np.uint64(text[s + 1]) << _U8)
-         | (np.uint64(text[s + 2]) << _U16) | (np.uint64(text[s + 3]) << _U24)
-         | (np.uint64(text[s + 4]) << _U32) | (np.uint64(text[s + 5]) << _U40)
-         | (np.uint64(text[s + 6]) << _U48) | (np.uint64(text[s + 7]) << _U56))
+    w = _load_u64(text, s)
     if m < 8:
         w &= (np.uint64(1) << np.uint64(8 * m)) - np.uint64(1)
     return w
@@ -137,13 +155,32 @@ def lookup(h, keys, used, tflags, tops, shift):
 @njit(nogil=True, cache=True)
 def lookup_slot(h, keys, used, shift):
     """Index of token hash ``h`` in the table (:func:`vocabulary_table`), or -1."""
-    size = len(keys)
+    mask = len(keys) - 1
     i = np.int64((h * K3) >> shift)
-    while used[i]:
-        if keys[i] == h:
+    while True:
+        k = keys[i]
+        # an empty slot's key is 0, so ``used`` is read only for a key of 0
+        if k == h and (k != _U0 or used[i]):
             return i
-        i = (i + 1) & (size - 1)
-    return np.int64(-1)
+        if k == _U0 and not used[i]:
+            return np.int64(-1)
+        i = (i + 1) & mask
+
+
+@njit(nogil=True, cache=True)
+def byte_tokens(keys, used):
+    """``(hashes uint64 (256,), slots int64 (256,))``: the hash (:func:`hash_span`) and
+    vocabulary slot (:func:`lookup_slot`) of each one-byte token, looked up once instead
+    of per token."""
+    shift = np.uint64(64 - _log2(len(keys)))
+    hashes = np.empty(256, np.uint64)
+    slots = np.empty(256, np.int64)
+    one = np.zeros(9, np.uint8)
+    for c in range(256):
+        one[0] = c
+        hashes[c] = hash_span(one, 0, 1)
+        slots[c] = lookup_slot(hashes[c], keys, used, shift)
+    return hashes, slots
 
 
 @njit(nogil=True, cache=True)
@@ -234,42 +271,44 @@ def keep_tokens(text, starts, lens, first, t, ctx, kept):
 
 @njit(nogil=True, cache=True)
 def rename(text, starts, lens, first, ctx, kept, m, special, keys, used, tflags, tops,
-           h, mapped, op, chunk, scratch, slot, own_gen, gen):
+           byte_hash, byte_slot, h, mapped, op, chunk, slot, own_gen, gen):
     """Steps 3-4 for the ``m`` kept tokens: their hashes ``h``, renamed hashes ``mapped``,
     op ids ``op`` (-1: none) and chunk starts ``chunk`` (index of each token's chunk's
-    first token); ``scratch`` (``uint64``) and ``slot`` (``int64``) are arrays of at
-    least ``m``. The vocabulary names the document defines or binds are marked in
-    ``own_gen`` (``int64``, as long as ``keys``) with ``gen``, a number no earlier
-    document of the same ``own_gen`` used (so it needs no clearing)."""
+    first token); ``slot`` (``int64``) is an array of at least ``m``. ``byte_hash`` and
+    ``byte_slot`` are :func:`byte_tokens` of the table. The vocabulary names the document
+    defines or binds are marked in ``own_gen`` (``int64``, as long as ``keys``) with
+    ``gen``, a number no earlier document of the same ``own_gen`` used (so it needs no
+    clearing)."""
     shift = np.uint64(64 - _log2(len(keys)))
     h_def, h_class, h_at, h_self = special[S_DEF], special[S_CLASS], special[S_AT], special[S_SELF]
     for j in range(m):
         k = kept[j]
-        h[j] = hash_span(text, starts[k], lens[k])
-    # chunks, and the first parameter of each indented def (scratch)
+        n = lens[k]
+        h[j] = byte_hash[first[k]] if n == 1 else hash_span(text, starts[k], n)
+    # chunks and the first parameter of the chunk's def when indented (a method's),
+    # then names the document defines or binds are its own: mark them, then read the marks
     cs = 0
+    param = _U0
     for j in range(m):
+        k = kept[j]
         hj = h[j]
         if j == 0 or hj == h_def or hj == h_class or hj == h_at:
             cs = j
+            param = _U0
+            if hj == h_def and j + 2 < m:
+                s = starts[k]
+                if s > 0 and (text[s - 1] == 32 or text[s - 1] == 9):
+                    param = h[j + 2]
         chunk[j] = cs
-        scratch[j] = _U0
-        if hj == h_def and j + 2 < m:
-            s = starts[kept[j]]
-            if s > 0 and (text[s - 1] == 32 or text[s - 1] == 9):
-                scratch[j] = h[j + 2]
-    # names the document defines or binds are its own: mark them, then read the marks
-    for j in range(m):
-        k = kept[j]
         bits = ctx[k]
-        i = lookup_slot(h[j], keys, used, shift)
+        i = byte_slot[first[k]] if lens[k] == 1 else lookup_slot(hj, keys, used, shift)
         flags = tflags[i] if i >= 0 else np.uint8(0)
         op[j] = tops[i] if i >= 0 else np.int32(-1)
         is_attr = (bits & 1) != 0
         self_attr = False
         if bits & 2 and j >= 1:
             name = h[j - 1]
-            self_attr = name == h_self or name == scratch[chunk[j]]
+            self_attr = name == h_self or name == param
         attr_ok = (flags & ATTR) != 0 and is_attr and not self_attr
         name_ok = (flags & NAME) != 0 and not is_attr
         # slot: the table index of a vocabulary name (>= 0), -1 other tokens, -2 attributes kept
