@@ -330,3 +330,23 @@ def test_a_killed_parallel_run_resumes_to_the_uninterrupted_table(hostile, tmp_p
     assert read_problems(out / "mine").select(cols).equals(read_problems(hostile["out"] / "mine").select(cols))
     rej = ["problem_id", "name", "reject_reason"]
     assert read_rejected(out / "mine").select(rej).equals(read_rejected(hostile["out"] / "mine").select(rej))
+
+
+def test_small_sources_closures_built_a_source_per_worker_equal_the_serial_ones(tmp_path: Path):
+    """Sources too small to spread over the workers are built a whole source per task, so many
+    small sources use every core; the closures equal those built one by one."""
+    from curate.mine.scan import closure_of
+    from curate.mine.stage import small_source_closures
+
+    scans = []
+    for f in ("activation", "linear", "pixelshuffle"):
+        source = resolve({"kind": "package", "name": "torch", "include": [f"torch/nn/modules/{f}.py"]},
+                         tmp_path / "cache")
+        scans.append(scan(source, LocalExecutor(1), source.files(), []))
+    chosen = [s.candidates for s in scans]
+    with LocalExecutor(2) as ex:
+        ready = small_source_closures(scans, chosen, ex)
+    assert sorted(ready) == [0, 1, 2]
+    for k, s in enumerate(scans):
+        assert ready[k] == [closure_of(s.resolver, c) for c in chosen[k]]
+        assert all(status == "ok" for status, _ in ready[k]) and len(ready[k]) >= 2

@@ -19,7 +19,7 @@ from curate.executor import Executor, LocalExecutor, make_executor
 from curate.journal import Journal, content_key
 from curate.mine import default_cache
 from curate.mine.deps import dependency_roots
-from curate.mine.scan import Scan, closure_sources, scan
+from curate.mine.scan import Scan, closure_of, closure_sources, scan
 from curate.mine.sources import Source, SourceUnavailable, load_manifest, resolve
 from curate.mine.synthesize import synthesize_task
 from curate.problem import dumps
@@ -49,8 +49,10 @@ def _base_row(source: Source, rel: str, class_name: str | None) -> dict[str, Any
 
 
 def closures(found: Scan, candidates: list[tuple[str, str, str]] | None = None,
-             timeout_s: float = 30.0, executor: Executor | None = None) -> list[tuple[dict[str, Any], tuple]]:
-    """Build the dependency closure of each candidate of a scan (in parallel on ``executor``).
+             timeout_s: float = 30.0, executor: Executor | None = None,
+             built: list[tuple[str, str]] | None = None) -> list[tuple[dict[str, Any], tuple]]:
+    """Build the dependency closure of each candidate of a scan (in parallel on ``executor``),
+    or take them ready-made (``built``: :func:`closure_of` per candidate).
 
     Returns:
         per candidate, ``(row, task)``: ``task`` is the argument tuple of
@@ -59,7 +61,8 @@ def closures(found: Scan, candidates: list[tuple[str, str, str]] | None = None,
     """
     source = found.source
     cands = found.candidates if candidates is None else candidates
-    built = closure_sources(found, executor or LocalExecutor(1), cands)
+    if built is None:
+        built = closure_sources(found, executor or LocalExecutor(1), cands)
     out: list[tuple[dict[str, Any], tuple]] = []
     for (rel, _, cls), (status, text) in zip(cands, built):
         row = _base_row(source, rel, cls)
@@ -70,6 +73,23 @@ def closures(found: Scan, candidates: list[tuple[str, str, str]] | None = None,
                f"{rel}::{cls} (licence: {source.licence or 'unknown'}).").replace('"""', "'''")
         out.append((row, (text, cls, doc, timeout_s * 0.8)))
     return out
+
+
+def _source_closures(item: tuple[Any, list[tuple[str, str, str]]]) -> list[tuple[str, str]]:
+    resolver, cands = item
+    return [closure_of(resolver, c) for c in cands]
+
+
+def small_source_closures(scans: list[Scan], chosen: list[list[tuple[str, str, str]]],
+                          ex: Executor, min_parallel: int = 500) -> dict[int, list[tuple[str, str]]]:
+    """Closures of the sources too small to spread over the workers one by one (fewer than
+    ``min_parallel`` candidates), built a whole source per worker task, so dozens of small
+    sources keep every core busy instead of one; ``{scan position: closure_of results}``."""
+    small = [k for k, cands in enumerate(chosen) if 0 < len(cands) < min_parallel]
+    if ex.workers <= 1 or len(small) < 2:
+        return {}
+    items = [(scans[k].resolver, chosen[k]) for k in small]
+    return dict(zip(small, progress(ex.map(_source_closures, items), len(items), "closures (small sources)")))
 
 
 def _unavailable(entry: dict) -> Source:
@@ -166,14 +186,20 @@ def _run(manifest: Path | str, out: Path | str, entries: list[dict], cache: Path
         scans.append(found)
 
     remaining = limit
-    tasks: list[tuple[dict[str, Any], tuple]] = []
+    chosen = []
     for found in scans:
         cands = found.candidates if remaining is None else found.candidates[:max(0, remaining)]
         if remaining is not None:
             remaining -= len(cands)
+        chosen.append(cands)
+    t = time.monotonic()
+    ready = small_source_closures(scans, chosen, ex)
+    phases["closure"] += time.monotonic() - t
+    tasks: list[tuple[dict[str, Any], tuple]] = []
+    for k, (found, cands) in enumerate(zip(scans, chosen)):
         t = time.monotonic()
         closure_rejects: dict[str, int] = {}
-        for row, task in closures(found, cands, timeout_s, ex):
+        for row, task in closures(found, cands, timeout_s, ex, ready.get(k)):
             if len(task) == 2:
                 rejects.add(row, *task)
                 closure_rejects[task[0]] = closure_rejects.get(task[0], 0) + 1
