@@ -203,7 +203,7 @@ class Resolver:
         return False
 
     # -- locating what a name denotes ----------------------------------------------
-    def locate(self, module: str, name: str, _depth: int = 0) -> Entity | None:
+    def locate(self, module: str, name: str, _depth: int = 0, _starred: set | None = None) -> Entity | None:
         """The entity ``name`` denotes at the top of ``module`` (None: not found there).
 
         An import of a module absent at run time denotes ``("<missing>", module)``: the
@@ -216,11 +216,15 @@ class Resolver:
             return (module, name)
         if name in idx.imports:
             return self._locate_import(idx, idx.imports[name], _depth)
+        # star imports that star-import each other (fastai, read by tsai) made this search
+        # exponential (seconds per name): a module searched once for the name is not again
+        starred = set() if _starred is None else _starred
         for star in idx.star_imports:
             target = idx.resolve_module(star)
-            if self.is_runtime(target):
+            if target in starred or self.is_runtime(target):
                 continue
-            ent = self.locate(target, name, _depth + 1) if self.load(target) is not None else None
+            starred.add(target)
+            ent = self.locate(target, name, _depth + 1, starred) if self.load(target) is not None else None
             if ent is not None:
                 return ent
         return None
