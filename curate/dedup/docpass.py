@@ -93,21 +93,16 @@ def run(buf, offsets, marker, special, keys, used, tflags, tops):
             err[d] = ERR_BRACKETS
             brackets[d] = counts
             continue
-        m = tp.keep_tokens(text, starts, lens, first, t, ctx, kept)
-        tp.rename(text, starts, lens, first, ctx, kept, m, special, keys, used, tflags, tops,
-                  byte_hash, byte_slot, h, mapped, op, chunk, slot, own_gen, d + 1)
+        m = tp.keep_tokens(text, starts, lens, first, t, ctx, kept, byte_hash, h)
+        ops = _grow(ops, op_off[d] + m)
+        op_off[d + 1] = op_off[d] + tp.rename(
+            text, starts, lens, first, ctx, kept, m, special, keys, used, tflags, tops, byte_slot,
+            h, mapped, op, chunk, slot, own_gen, d + 1, ops[op_off[d]:])
         n_tokens[d] = m
         sums = _grow(sums, sum_off[d] + m)
         sum_off[d + 1] = sum_off[d] + tp.chunk_sums(mapped, chunk, m, sums[sum_off[d]:])
         shingles = _grow(shingles, sh_off[d] + m)
         sh_off[d + 1] = sh_off[d] + tp.shingles(mapped, m, shingles[sh_off[d]:])
-        ops = _grow(ops, op_off[d] + m)
-        q = op_off[d]
-        for j in range(m):
-            if op[j] >= 0:
-                ops[q] = op[j]
-                q += 1
-        op_off[d + 1] = q
     return (err, brackets, n_tokens, sums[:sum_off[n]].copy(), sum_off,
             shingles[:sh_off[n]].copy(), sh_off, ops[:op_off[n]].copy(), op_off)
 
@@ -134,15 +129,15 @@ def inspect(buf, marker, special, keys, used, tflags, tops):
         return text[:length], empty, empty, none, none, ERR_BRACKETS
     ctx = np.empty(t, np.uint8)
     kept = np.empty(t, np.int64)
-    m = tp.keep_tokens(text, starts, lens, first, t, ctx, kept)
     h = np.empty(t, np.uint64)
+    byte_hash, byte_slot = tp.byte_tokens(keys, used)
+    m = tp.keep_tokens(text, starts, lens, first, t, ctx, kept, byte_hash, h)
     mapped = np.empty(t, np.uint64)
     op = np.empty(t, np.int32)
     chunk = np.empty(t, np.int64)
     slot = np.empty(t, np.int64)
     own_gen = np.zeros(len(keys), np.int64)
-    byte_hash, byte_slot = tp.byte_tokens(keys, used)
     tp.rename(text, starts, lens, first, ctx, kept, m, special, keys, used, tflags, tops,
-              byte_hash, byte_slot, h, mapped, op, chunk, slot, own_gen, 1)
+              byte_slot, h, mapped, op, chunk, slot, own_gen, 1, np.empty(t, np.int32))
     idx = kept[:m]
     return text[:length], starts[idx], lens[idx], h[:m].copy(), mapped[:m].copy(), ERR_NONE

@@ -33,7 +33,7 @@ from curate.dedup.minhash import sign
 from curate.dedup.tokens import OP_NAMES, normalize_batch
 
 BATCH = 512
-CHUNK = 512
+CHUNK = 256
 PARALLEL_MIN = 65536
 """Documents from which :func:`featurize_table` also starts worker processes, when it
 screens for contamination or parses every document (parsing holds the GIL, so threads do
