@@ -579,3 +579,88 @@ def test_query_pairs_by_slot_classes_equal_the_inverted_index():
         by_classes = query_pairs(queries, index, threshold, chunk=64)
         assert by_classes == _inverted_query_pairs(queries, index, threshold, 64)
         assert len(by_classes) > 0
+
+
+def _bucket_pairs_by_sorting(sigs: np.ndarray, bands: int, rows: int, max_bucket: int) -> set:
+    """band_pairs as its docstring says it, read plainly: members of a bucket in row order,
+    all pairs of a small bucket, each member with the next one and the first of a large."""
+    out = set()
+    for b in range(bands):
+        groups: dict[bytes, list[int]] = {}
+        for d in range(len(sigs)):
+            groups.setdefault(sigs[d, b * rows:(b + 1) * rows].tobytes(), []).append(d)
+        for m in groups.values():
+            if len(m) <= max_bucket:
+                out |= {(m[x], m[y]) for x in range(len(m)) for y in range(x + 1, len(m))}
+            else:
+                out |= {(m[x - 1], m[x]) for x in range(1, len(m))} | {(m[0], v) for v in m[1:]}
+    return out
+
+
+def test_band_pairs_small_and_large_buckets():
+    from curate.dedup.minhash import band_pairs
+
+    rng = np.random.default_rng(3)
+    for n, values, max_bucket in ((300, 3, 64), (300, 2, 8), (50, 40, 2), (1, 2, 64), (0, 2, 64)):
+        sigs = rng.integers(0, values, size=(n, 12)).astype(np.uint32)
+        i, j = band_pairs(sigs, 4, 3, max_bucket=max_bucket)
+        code = i * max(n, 1) + j
+        assert np.array_equal(code, np.unique(code))  # sorted and distinct
+        assert set(zip(i.tolist(), j.tolist())) == _bucket_pairs_by_sorting(sigs, 4, 3, max_bucket)
+
+
+def test_exact_check_in_threads_equals_one_thread(monkeypatch):
+    from curate.dedup import exact
+
+    rng = np.random.default_rng(4)
+    sizes = rng.integers(0, 300, size=60)
+    offsets = np.zeros(61, np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    values = rng.integers(0, 400, size=offsets[-1]).astype(np.uint64)  # repeats, and 0
+    flat = exact.FlatShingles(values, offsets, rng.permutation(60))
+    i, j = (a.ravel() for a in np.triu_indices(60, 1))
+    one = exact.pair_jaccard_exact(None, i, j, shingles=flat, floor=0.5)
+    monkeypatch.setattr(exact, "THREAD_MIN", 64)
+    monkeypatch.setattr(exact.os, "cpu_count", lambda: 3)
+    assert np.array_equal(exact.pair_jaccard_exact(None, i, j, shingles=flat, floor=0.5), one)
+    sets = [set(values[offsets[r]:offsets[r + 1]].tolist()) for r in flat.rows]
+    for k in range(0, len(i), 37):
+        a, b = sets[i[k]], sets[j[k]]
+        lo, hi = sorted((len(a), len(b)))
+        want = 1.0 if not hi else lo / hi if lo < 0.5 * hi else len(a & b) / len(a | b)
+        assert one[k] == want
+
+
+def test_ops_agreement_is_difflib_quick_ratio():
+    import difflib
+
+    from curate.dedup.features import FeatureTable
+    from curate.dedup.stage import OPS_AGREEMENT, ops_agree_counts
+
+    rng = np.random.default_rng(5)
+    lists = [rng.integers(0, 6, size=rng.integers(0, 9)).astype(np.int32) for _ in range(40)]
+    offsets = np.zeros(41, np.int64)
+    np.cumsum([len(x) for x in lists], out=offsets[1:])
+    table = FeatureTable([None] * 40, [""] * 40, np.zeros(40, np.int64), np.concatenate(lists),
+                         offsets, np.zeros((40, 2), np.uint32))
+    a, b = (x.ravel() for x in np.triu_indices(40, 1))
+    want = [not len(lists[x]) or not len(lists[y]) or difflib.SequenceMatcher(
+        None, lists[x].tolist(), lists[y].tolist()).quick_ratio() >= OPS_AGREEMENT
+        for x, y in zip(a.tolist(), b.tolist())]
+    assert ops_agree_counts(table, a, b).tolist() == want
+
+
+def test_compiled_blake2b_is_hashlibs():
+    import hashlib
+
+    from curate.dedup.blake2b import digest_words
+
+    rng = np.random.default_rng(6)
+    scratch = (np.empty(8, np.uint64), np.empty(16, np.uint64), np.empty(16, np.uint64))
+    for n in (0, 1, 2, 15, 16, 17, 31, 32, 33, 100):
+        words = rng.integers(0, 2**63, size=n, dtype=np.uint64) * np.uint64(3)
+        for size in (16, 32, 64):
+            out = np.empty(size // 8, np.uint64)
+            digest_words(words, out, *scratch)
+            want = hashlib.blake2b(words.astype("<u8").tobytes(), digest_size=size).digest()
+            assert out.astype("<u8").tobytes() == want, (n, size)

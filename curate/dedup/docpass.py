@@ -18,11 +18,12 @@ from numba import njit
 
 from curate.dedup import jit  # noqa: F401  (sets numba's cache folder before the decorations below)
 
+from curate.dedup import blake2b
 from curate.dedup import tokenpass as tp
 from curate.dedup.textscan import MARKER, strip_doc, strip_tokenize, tokenize
 
 ERR_NONE, ERR_NO_CODE, ERR_BRACKETS = 0, 1, 2
-"""Values of :attr:`DocPass.err`."""
+"""Values of :func:`run`'s ``err``."""
 
 
 @njit(nogil=True, cache=True)
@@ -46,9 +47,11 @@ def run(buf, offsets, marker, special, keys, used, tflags, tops):
             (:mod:`curate.dedup.tokenpass` ``S_*`` order).
         keys, used, tflags, tops: :func:`curate.dedup.tokenpass.vocabulary_table`.
     Returns:
-        ``(err int8 (n,), brackets int64 (n, 3), n_tokens int64 (n,), sums uint64,
-        sum_offsets int64 (n + 1,), shingles uint64, shingle_offsets int64 (n + 1,),
-        ops int32, op_offsets int64 (n + 1,))``: see :class:`DocPass`.
+        ``(err int8 (n,), brackets int64 (n, 3), n_tokens int64 (n,), digests uint64
+        (n, 2), shingles uint64, shingle_offsets int64 (n + 1,), ops int32, op_offsets
+        int64 (n + 1,))``, as :class:`curate.dedup.tokens.TokenBatch` has them; a
+        document's ``digests`` row is the 16-byte BLAKE2b of its sorted chunk sums (the
+        norm hash, as little-endian words; zeros where ``err`` is set).
     """
     n = len(offsets) - 1
     longest = 1
@@ -74,14 +77,14 @@ def run(buf, offsets, marker, special, keys, used, tflags, tops):
     brackets = np.zeros((n, 3), np.int64)
     n_tokens = np.zeros(n, np.int64)
     total = offsets[n] - offsets[0]
-    sums = np.empty(max(16, total // 64), np.uint64)
-    sum_off = np.zeros(n + 1, np.int64)
+    sums = np.empty(longest, np.uint64)  # one document's chunk sums (a chunk has a token)
+    digests = np.zeros((n, 2), np.uint64)
+    bh, bm, bv = np.empty(8, np.uint64), np.empty(16, np.uint64), np.empty(16, np.uint64)
     shingles = np.empty(max(16, total // 8), np.uint64)
     sh_off = np.zeros(n + 1, np.int64)
     ops = np.empty(max(16, total // 32), np.int32)
     op_off = np.zeros(n + 1, np.int64)
     for d in range(n):
-        sum_off[d + 1] = sum_off[d]
         sh_off[d + 1] = sh_off[d]
         op_off[d + 1] = op_off[d]
         t, length = strip_tokenize(marker, buf, offsets[d], offsets[d + 1], text, tmp,
@@ -93,23 +96,16 @@ def run(buf, offsets, marker, special, keys, used, tflags, tops):
             err[d] = ERR_BRACKETS
             brackets[d] = counts
             continue
-        m = tp.keep_tokens(text, starts, lens, first, t, ctx, kept)
-        tp.rename(text, starts, lens, first, ctx, kept, m, special, keys, used, tflags, tops,
-                  byte_hash, byte_slot, h, mapped, op, chunk, slot, own_gen, d + 1)
+        m = tp.keep_tokens(text, starts, lens, first, t, ctx, kept, byte_hash, h)
+        ops = _grow(ops, op_off[d] + m)
+        op_off[d + 1] = op_off[d] + tp.rename(
+            text, starts, lens, first, ctx, kept, m, special, keys, used, tflags, tops, byte_slot,
+            h, mapped, op, chunk, slot, own_gen, d + 1, ops[op_off[d]:])
         n_tokens[d] = m
-        sums = _grow(sums, sum_off[d] + m)
-        sum_off[d + 1] = sum_off[d] + tp.chunk_sums(mapped, chunk, m, sums[sum_off[d]:])
+        blake2b.digest_words(sums[:tp.chunk_sums(mapped, chunk, m, sums)], digests[d], bh, bm, bv)
         shingles = _grow(shingles, sh_off[d] + m)
         sh_off[d + 1] = sh_off[d] + tp.shingles(mapped, m, shingles[sh_off[d]:])
-        ops = _grow(ops, op_off[d] + m)
-        q = op_off[d]
-        for j in range(m):
-            if op[j] >= 0:
-                ops[q] = op[j]
-                q += 1
-        op_off[d + 1] = q
-    return (err, brackets, n_tokens, sums[:sum_off[n]].copy(), sum_off,
-            shingles[:sh_off[n]].copy(), sh_off, ops[:op_off[n]].copy(), op_off)
+    return (err, brackets, n_tokens, digests, shingles[:sh_off[n]].copy(), sh_off, ops[:op_off[n]].copy(), op_off)
 
 
 @njit(nogil=True, cache=True)
@@ -134,15 +130,15 @@ def inspect(buf, marker, special, keys, used, tflags, tops):
         return text[:length], empty, empty, none, none, ERR_BRACKETS
     ctx = np.empty(t, np.uint8)
     kept = np.empty(t, np.int64)
-    m = tp.keep_tokens(text, starts, lens, first, t, ctx, kept)
     h = np.empty(t, np.uint64)
+    byte_hash, byte_slot = tp.byte_tokens(keys, used)
+    m = tp.keep_tokens(text, starts, lens, first, t, ctx, kept, byte_hash, h)
     mapped = np.empty(t, np.uint64)
     op = np.empty(t, np.int32)
     chunk = np.empty(t, np.int64)
     slot = np.empty(t, np.int64)
     own_gen = np.zeros(len(keys), np.int64)
-    byte_hash, byte_slot = tp.byte_tokens(keys, used)
     tp.rename(text, starts, lens, first, ctx, kept, m, special, keys, used, tflags, tops,
-              byte_hash, byte_slot, h, mapped, op, chunk, slot, own_gen, 1)
+              byte_slot, h, mapped, op, chunk, slot, own_gen, 1, np.empty(t, np.int32))
     idx = kept[:m]
     return text[:length], starts[idx], lens[idx], h[:m].copy(), mapped[:m].copy(), ERR_NONE

@@ -11,6 +11,9 @@ when there are, else by normalizing those documents again.
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from typing import Callable, NamedTuple, Sequence
 
 import numpy as np
@@ -65,35 +68,33 @@ def _slot(v, mask):
 
 
 @njit(nogil=True, cache=True)
-def _hashed_sets(values, offsets, rows):
-    """The distinct values of each document ``rows[k]`` (first occurrences, in order),
-    concatenated, with ``(len(rows) + 1,)`` offsets, and an open-addressing table of each
-    (``table``/``used`` from ``tstarts[k]``, a power-of-two size at least twice its
-    values)."""
-    total = 0
-    tsize = 0
-    for r in rows:
-        m = offsets[r + 1] - offsets[r]
-        total += m
-        size = 16
-        while size < 2 * m:
-            size *= 2
-        tsize += size
-    vals = np.empty(total, np.uint64)
-    starts = np.zeros(len(rows) + 1, np.int64)
-    table = np.empty(tsize, np.uint64)
-    used = np.zeros(tsize, np.bool_)
+def _layout(offsets, rows):
+    """Where each document ``rows[k]`` goes in :func:`_fill_sets`'s buffers: ``(vstarts,
+    tstarts)``, ``(len(rows) + 1,)`` ``int64`` each: room for all its values, and a
+    table of a power-of-two size >= 16 and >= twice its values."""
+    vstarts = np.zeros(len(rows) + 1, np.int64)
     tstarts = np.zeros(len(rows) + 1, np.int64)
-    q = 0
     for k in range(len(rows)):
-        r = rows[k]
-        m = offsets[r + 1] - offsets[r]
+        m = offsets[rows[k] + 1] - offsets[rows[k]]
         size = 16
         while size < 2 * m:
             size *= 2
+        vstarts[k + 1] = vstarts[k] + m
+        tstarts[k + 1] = tstarts[k] + size
+    return vstarts, tstarts
+
+
+@njit(nogil=True, cache=True)
+def _fill_sets(values, offsets, rows, vstarts, tstarts, vals, counts, table, used, lo, hi):
+    """For documents ``k`` in ``[lo, hi)``: the distinct values of ``rows[k]`` (first
+    occurrences, in order) to ``vals[vstarts[k]:vstarts[k] + counts[k]]``, and an
+    open-addressing table of them (``table``/``used`` from ``tstarts[k]``; ``used``
+    all False there before)."""
+    for k in range(lo, hi):
+        r = rows[k]
         t0 = tstarts[k]
-        tstarts[k + 1] = t0 + size
-        mask = size - 1
+        mask = tstarts[k + 1] - t0 - 1
+        q = vstarts[k]
         for p in range(offsets[r], offsets[r + 1]):
             v = values[p]
             i = _slot(v, mask)
@@ -104,19 +105,19 @@ def _hashed_sets(values, offsets, rows):
                 table[t0 + i] = v
                 vals[q] = v
                 q += 1
-        starts[k + 1] = q
-    return vals, starts, table, used, tstarts
+        counts[k] = q - vstarts[k]
 
 
 @njit(nogil=True, cache=True)
-def _pair_jaccard(vals, starts, table, used, tstarts, pi, pj, floor, has_floor):
-    """Jaccard of the distinct sets ``pi[k]`` and ``pj[k]`` (indices into ``starts``):
-    the smaller set's values looked up in the larger's table; with ``has_floor``, the
-    bound ``min / max`` of a pair whose sizes put it below ``floor``."""
-    out = np.empty(len(pi), np.float64)
-    for k in range(len(pi)):
+def _pair_jaccard(vals, vstarts, counts, table, used, tstarts, pi, pj, floor, has_floor,
+                  out, lo, hi):
+    """``out[k]`` for ``k`` in ``[lo, hi)``: Jaccard of the distinct sets ``pi[k]`` and
+    ``pj[k]`` (:func:`_fill_sets`' documents), the smaller set's values looked up in the
+    larger's table; with ``has_floor``, the bound ``min / max`` of a pair whose sizes put
+    it below ``floor``."""
+    for k in range(lo, hi):
         x, y = pi[k], pj[k]
-        nx, ny = starts[x + 1] - starts[x], starts[y + 1] - starts[y]
+        nx, ny = counts[x], counts[y]
         if nx > ny:
             x, y, nx, ny = y, x, ny, nx
         if ny == 0:
@@ -128,7 +129,7 @@ def _pair_jaccard(vals, starts, table, used, tstarts, pi, pj, floor, has_floor):
         t0 = tstarts[y]
         mask = tstarts[y + 1] - t0 - 1
         inter = 0
-        for p in range(starts[x], starts[x + 1]):
+        for p in range(vstarts[x], vstarts[x] + nx):
             v = vals[p]
             i = _slot(v, mask)
             while used[t0 + i]:
@@ -137,7 +138,28 @@ def _pair_jaccard(vals, starts, table, used, tstarts, pi, pj, floor, has_floor):
                     break
                 i = (i + 1) & mask
         out[k] = inter / (nx + ny - inter)
-    return out
+
+
+THREAD_MIN = 1 << 16
+"""Shingles (of the documents to compare) from which :func:`pair_jaccard_exact` splits
+its work over threads: below it, starting them costs about as much as it saves."""
+
+
+def _split(cum: np.ndarray, parts: int) -> list[int]:
+    """``parts + 1`` bounds that cut ``range(len(cum) - 1)`` into pieces of about equal
+    weight, ``cum`` being the ``(n + 1,)`` cumulative weights."""
+    cuts = np.searchsorted(cum, np.linspace(0, cum[-1], parts + 1)[1:-1])
+    return [0, *np.clip(cuts, 0, len(cum) - 1).tolist(), len(cum) - 1]
+
+
+def _run(pool: ThreadPoolExecutor | None, fn, args: tuple, bounds: list[int]) -> None:
+    """``fn(*args, lo, hi)`` for each piece of ``bounds``: the first here, the others on
+    ``pool`` (compiled code that releases the GIL), all done on return."""
+    pieces = list(zip(bounds[:-1], bounds[1:]))
+    futures = [pool.submit(fn, *args, lo, hi) for lo, hi in pieces[1:]] if pool else []
+    fn(*args, *pieces[0])
+    for f in futures:
+        f.result()
 
 
 def pair_jaccard_exact(codes: Sequence[str] | None, i: np.ndarray, j: np.ndarray,
@@ -149,7 +171,10 @@ def pair_jaccard_exact(codes: Sequence[str] | None, i: np.ndarray, j: np.ndarray
     documents named in ``i`` and ``j``.
 
     With ``floor``, a pair whose set sizes alone put its Jaccard below ``floor``
-    (``min / max < floor``) gets that upper bound, ``min / max``, instead."""
+    (``min / max < floor``) gets that upper bound, ``min / max``, instead.
+
+    Compiled; from :data:`THREAD_MIN` shingles on, on one thread per core (the sets
+    split by shingles, the pairs by count)."""
     i = np.asarray(i, dtype=np.int64)
     j = np.asarray(j, dtype=np.int64)
     if not len(i):
@@ -169,9 +194,21 @@ def pair_jaccard_exact(codes: Sequence[str] | None, i: np.ndarray, j: np.ndarray
         np.cumsum([len(p) for p in parts], out=offsets[1:])
         values = np.concatenate(parts).astype(np.uint64) if parts else np.zeros(0, np.uint64)
         rows = np.arange(len(parts), dtype=np.int64)
-    sets = _hashed_sets(values, offsets, rows)
-    return _pair_jaccard(*sets, np.searchsorted(docs, i), np.searchsorted(docs, j),
-                         0.0 if floor is None else float(floor), floor is not None)
+    vstarts, tstarts = _layout(offsets, rows)
+    vals = np.empty(vstarts[-1], np.uint64)
+    counts = np.empty(len(rows), np.int64)
+    table = np.empty(tstarts[-1], np.uint64)
+    used = np.zeros(tstarts[-1], np.bool_)
+    out = np.empty(len(i), np.float64)
+    pi, pj = np.searchsorted(docs, i), np.searchsorted(docs, j)
+    threads = min(os.cpu_count() or 1, 1 + int(vstarts[-1] // THREAD_MIN))
+    with ThreadPoolExecutor(threads - 1) if threads > 1 else nullcontext() as pool:
+        _run(pool, _fill_sets, (values, offsets, rows, vstarts, tstarts, vals, counts, table, used),
+             _split(vstarts, threads))
+        _run(pool, _pair_jaccard, (vals, vstarts, counts, table, used, tstarts, pi, pj,
+                                   0.0 if floor is None else float(floor), floor is not None, out),
+             _split(np.arange(len(i) + 1), threads))
+    return out
 
 
 def settle(codes: Sequence[str] | None, i: np.ndarray, j: np.ndarray, sim: np.ndarray,

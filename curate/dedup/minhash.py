@@ -178,47 +178,95 @@ def _band_keys_compiled(sigs, bands, rows):
 
 @njit(nogil=True, cache=True)
 def _bucket_pairs(keys, max_bucket):
-    """Pair codes ``lo * n + hi`` of :func:`band_pairs`, sorted and distinct."""
+    """Pair codes ``lo * n + hi`` of :func:`band_pairs`, sorted and distinct.
+
+    Each band's documents are grouped by key in an open-addressing table (the keys are
+    mixed hashes already, so their low bits pick the slot), each bucket a linked list in
+    document order; a sort of every band's keys cost several times more. Pairs go
+    through a hash set of codes, so that a pair found in many bands (a near-copy shares
+    most of them) is sorted once."""
     bands, n = keys.shape
-    cap = 1024
-    out = np.empty(cap, np.int64)
+    size = 16
+    while size < 2 * n:
+        size *= 2
+    mask = size - 1
+    key = np.empty(size, np.uint64)
+    count = np.zeros(size, np.int64)  # 0: an empty slot
+    head = np.empty(size, np.int64)
+    tail = np.empty(size, np.int64)
+    nxt = np.empty(n, np.int64)
+    filled = np.empty(n, np.int64)  # the slots in use in this band
+    codes = np.full(1024, -1, np.int64)  # a set of pair codes: -1 empty, at most half full
     q = 0
     for b in range(bands):
-        order = np.argsort(keys[b], kind="mergesort")
-        k = keys[b][order]
-        s = 0
-        while s < n:
-            e = s + 1
-            while e < n and k[e] == k[s]:
-                e += 1
-            size = e - s
-            if size > 1:
-                need = q + (size * (size - 1) // 2 if size <= max_bucket else 2 * (size - 1))
-                if need > cap:
-                    cap = max(need, 2 * cap)
-                    grown = np.empty(cap, np.int64)
-                    grown[:q] = out[:q]
-                    out = grown
-                if size <= max_bucket:
-                    for x in range(s, e):
-                        for y in range(x + 1, e):
-                            u, v = order[x], order[y]
-                            if u != v:
-                                out[q] = min(u, v) * n + max(u, v)
-                                q += 1
-                else:
-                    first = order[s]
-                    for x in range(s + 1, e):
-                        u, v = order[x - 1], order[x]
-                        if u != v:
-                            out[q] = min(u, v) * n + max(u, v)
-                            q += 1
-                        u = first
-                        if u != v:
-                            out[q] = min(u, v) * n + max(u, v)
-                            q += 1
-            s = e
-    return np.unique(out[:q])
+        used = 0
+        for d in range(n):
+            h = keys[b, d]
+            i = np.int64(h & np.uint64(mask))
+            while count[i] != 0 and key[i] != h:
+                i = (i + 1) & mask
+            nxt[d] = -1
+            if count[i] == 0:
+                key[i], head[i], count[i] = h, d, 1
+                filled[used] = i
+                used += 1
+            else:
+                nxt[tail[i]] = d
+                count[i] += 1
+            tail[i] = d
+        for f in range(used):
+            s = filled[f]
+            c = count[s]
+            count[s] = 0  # empty again for the next band
+            if c < 2:
+                continue
+            new = c * (c - 1) // 2 if c <= max_bucket else 2 * (c - 1)
+            if 2 * (q + new) > len(codes):
+                codes = _grown_set(codes, q + new)
+            u = head[s]
+            if c <= max_bucket:
+                while u >= 0:
+                    v = nxt[u]
+                    while v >= 0:
+                        q += _add_code(codes, u * n + v)
+                        v = nxt[v]
+                    u = nxt[u]
+            else:  # members in document order: each with the next one and with the first
+                first = u
+                v = nxt[u]
+                while v >= 0:
+                    q += _add_code(codes, u * n + v)
+                    q += _add_code(codes, first * n + v)
+                    u, v = v, nxt[v]
+    out = codes[codes >= 0]
+    out.sort()
+    return out
+
+
+@njit(nogil=True, cache=True)
+def _add_code(codes, c):
+    """Put ``c`` (>= 0) in the open-addressing set ``codes``; 1 if it was not there."""
+    mask = len(codes) - 1
+    i = np.int64((np.uint64(c) * np.uint64(0x9E3779B97F4A7C15)) >> np.uint64(32)) & mask
+    while codes[i] >= 0:
+        if codes[i] == c:
+            return 0
+        i = (i + 1) & mask
+    codes[i] = c
+    return 1
+
+
+@njit(nogil=True, cache=True)
+def _grown_set(codes, need):
+    """The set ``codes`` rehashed into at least ``2 * need`` slots."""
+    cap = len(codes)
+    while cap < 2 * need:
+        cap *= 2
+    out = np.full(cap, -1, np.int64)
+    for c in codes:
+        if c >= 0:
+            _add_code(out, c)
+    return out
 
 
 def band_pairs(sigs: np.ndarray, bands: int, rows: int,
@@ -228,7 +276,7 @@ def band_pairs(sigs: np.ndarray, bands: int, rows: int,
     Within a bucket of at most ``max_bucket`` documents every pair is proposed; a larger
     bucket (a big family of near-copies) proposes each member with the next one and with
     the bucket's first, which keeps the bucket connected for clustering without
-    quadratic work. The buckets are read in a compiled loop (one stable sort per band).
+    quadratic work. The buckets are read in a compiled loop (a hash table per band).
 
     Returns:
         ``(i, j)``: ``int64`` arrays with ``i < j``, each pair once.

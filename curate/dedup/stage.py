@@ -107,27 +107,28 @@ def ops_agree_counts(table: FeatureTable, rows_a: np.ndarray, rows_b: np.ndarray
 
 @njit(nogil=True, cache=True)
 def _ops_agree(ops, offsets, rows_a, rows_b, agreement):
+    """The multiset overlap counted in a table of op ids (one increment per op of the
+    first document, one decrement per matched op of the second, then undone): no sorted
+    copies per pair."""
     out = np.ones(len(rows_a), np.bool_)
+    have = np.zeros(ops.max() + 1 if len(ops) else 1, np.int64)
     for k in range(len(rows_a)):
         a, b = rows_a[k], rows_b[k]
-        x = np.sort(ops[offsets[a]:offsets[a + 1]])
-        y = np.sort(ops[offsets[b]:offsets[b + 1]])
-        if len(x) == 0 or len(y) == 0:
+        na, nb = offsets[a + 1] - offsets[a], offsets[b + 1] - offsets[b]
+        if na == 0 or nb == 0:
             continue
+        for p in range(offsets[a], offsets[a + 1]):
+            have[ops[p]] += 1
         common = 0
-        p = q = 0
-        while p < len(x) and q < len(y):
-            if x[p] == y[q]:
+        for p in range(offsets[b], offsets[b + 1]):
+            if have[ops[p]] > 0:
+                have[ops[p]] -= 1
                 common += 1
-                p += 1
-                q += 1
-            elif x[p] < y[q]:
-                p += 1
-            else:
-                q += 1
-        if common == len(x) and common == len(y):
+        for p in range(offsets[a], offsets[a + 1]):
+            have[ops[p]] = 0
+        if common == na and common == nb:
             continue
-        out[k] = 2 * common / (len(x) + len(y)) >= agreement
+        out[k] = 2 * common / (na + nb) >= agreement
     return out
 
 

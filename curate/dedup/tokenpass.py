@@ -8,7 +8,8 @@ module docstring), as loops over the document's tokens in numba, no GIL held:
    with no space before the dot (``plain``), bound by ``=`` (``bound``); then the tokens
    that leave: delimiters ``()[]{},:;."'`` and backquote, ``->``, the stars of ``*args``
    and ``**kw``, a unary minus, a string prefix glued to its quote (``rb"``);
-3. each kept token's hash (:func:`hash_span`, equal to :func:`curate.dedup.tokens.hash_tokens`);
+3. each kept token's hash (:func:`hash_span`, equal to :func:`curate.dedup.tokens.hash_tokens`),
+   in the same loop as step 2;
 4. chunks (cut before ``def``, ``class`` and ``@``), attributes of ``self`` or of the
    method's first parameter, and renaming: a token keeps its hash if it is not an
    identifier, or a vocabulary name (not after a dot, not defined or ``=``-bound by the
@@ -228,10 +229,11 @@ def brackets(first, t, counts):
 
 
 @njit(nogil=True, cache=True)
-def keep_tokens(text, starts, lens, first, t, ctx, kept):
-    """Step 2: context bits of each of the ``t`` tokens into ``ctx`` (``uint8``: 1 attr,
-    2 plain, 4 bound) and the indices of the kept tokens into ``kept``; returns how many
-    are kept."""
+def keep_tokens(text, starts, lens, first, t, ctx, kept, byte_hash, h):
+    """Steps 2 and 3: context bits of each of the ``t`` tokens into ``ctx`` (``uint8``: 1
+    attr, 2 plain, 4 bound), the indices of the kept tokens into ``kept`` and their
+    hashes into ``h`` (``uint64``; ``byte_hash``: :func:`byte_tokens`' hashes, for
+    one-byte tokens), in the same loop; returns how many are kept."""
     m = 0
     unpack_prev = False  # the previous token is an unpacking star (before the pair rule)
     arrow_prev = False
@@ -265,26 +267,25 @@ def keep_tokens(text, starts, lens, first, t, ctx, kept):
         prev = c
         if keep:
             kept[m] = k
+            n = lens[k]
+            h[m] = byte_hash[c] if n == 1 else hash_span(text, starts[k], n)
             m += 1
     return m
 
 
 @njit(nogil=True, cache=True)
 def rename(text, starts, lens, first, ctx, kept, m, special, keys, used, tflags, tops,
-           byte_hash, byte_slot, h, mapped, op, chunk, slot, own_gen, gen):
-    """Steps 3-4 for the ``m`` kept tokens: their hashes ``h``, renamed hashes ``mapped``,
-    op ids ``op`` (-1: none) and chunk starts ``chunk`` (index of each token's chunk's
-    first token); ``slot`` (``int64``) is an array of at least ``m``. ``byte_hash`` and
-    ``byte_slot`` are :func:`byte_tokens` of the table. The vocabulary names the document
-    defines or binds are marked in ``own_gen`` (``int64``, as long as ``keys``) with
-    ``gen``, a number no earlier document of the same ``own_gen`` used (so it needs no
-    clearing)."""
+           byte_slot, h, mapped, op, chunk, slot, own_gen, gen, ops):
+    """Step 4 for the ``m`` kept tokens of hashes ``h`` (:func:`keep_tokens`): renamed
+    hashes ``mapped`` and chunk starts ``chunk`` (index of each token's chunk's first
+    token), and the op ids of the tokens that name ops, in order, into ``ops``
+    (``int32``); returns how many. ``op`` (``int32``) and ``slot`` (``int64``) are
+    arrays of at least ``m``. ``byte_slot`` is :func:`byte_tokens`' slots of the table.
+    The vocabulary names the document defines or binds are marked in ``own_gen``
+    (``int64``, as long as ``keys``) with ``gen``, a number no earlier document of the
+    same ``own_gen`` used (so it needs no clearing)."""
     shift = np.uint64(64 - _log2(len(keys)))
     h_def, h_class, h_at, h_self = special[S_DEF], special[S_CLASS], special[S_AT], special[S_SELF]
-    for j in range(m):
-        k = kept[j]
-        n = lens[k]
-        h[j] = byte_hash[first[k]] if n == 1 else hash_span(text, starts[k], n)
     # chunks and the first parameter of the chunk's def when indented (a method's),
     # then names the document defines or binds are its own: mark them, then read the marks
     cs = 0
@@ -316,6 +317,7 @@ def rename(text, starts, lens, first, ctx, kept, m, special, keys, used, tflags,
         if name_ok and ((j >= 1 and h[j - 1] == h_class) or (bits & 4) != 0):
             own_gen[i] = gen
     placeholder = special[S_PLACEHOLDER]
+    q = 0
     for j in range(m):
         c = first[kept[j]]
         i = slot[j]
@@ -325,8 +327,10 @@ def rename(text, starts, lens, first, ctx, kept, m, special, keys, used, tflags,
         keep = attr_ok or ok or not ident
         mapped[j] = h[j] if keep else placeholder
         upper = (c - 65) & 0xFF < 26
-        if not ((ok and upper) or attr_ok or not ident):
-            op[j] = -1
+        if op[j] >= 0 and ((ok and upper) or attr_ok or not ident):
+            ops[q] = op[j]
+            q += 1
+    return q
 
 
 @njit(nogil=True, cache=True)

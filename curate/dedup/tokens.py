@@ -52,7 +52,6 @@ depend on the batch it comes in.
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 from typing import Sequence
 
@@ -251,13 +250,10 @@ def normalize_batch(codes: Sequence | pl.Series) -> TokenBatch:
         A :class:`TokenBatch` of ``len(codes)`` documents.
     """
     buf, offsets, not_str = encode(codes)
-    err, brackets, n_tokens, sums, sum_off, shingles, sh_off, ops, op_off = docpass.run(
+    err, brackets, n_tokens, digests, shingles, sh_off, ops, op_off = docpass.run(
         buf, offsets, MARKER, _SPECIAL, *_VOCAB)
-    data = sums.tobytes()
-    bounds = (8 * sum_off).tolist()
-    norm_hash: list[str | None] = [
-        hashlib.blake2b(data[bounds[i]:bounds[i + 1]], digest_size=16).hexdigest()
-        for i in range(len(bounds) - 1)]
+    hexed = digests.astype("<u8").tobytes().hex()
+    norm_hash: list[str | None] = [hexed[32 * i:32 * i + 32] for i in range(len(digests))]
     errors = [""] * len(norm_hash)
     if not_str or err.any():
         for i in set(np.flatnonzero(err).tolist()) | set(not_str):
