@@ -369,16 +369,24 @@ def drop_imports_and_numbers(src, n, out) -> int:
     m = 0
     i = 0
     while i < n:  # i is at a line start of both passes' input
-        if (CLASSES[src[i]] & NAME_START) != 0:
-            if src[i] == 102 or src[i] == 105:  # f, i
-                j = _import_end(src, i, n)
-                if j > i:
-                    i = j
-            j = _numeric_assign_end(src, i, n)
-            if j > i:
-                i = j
+        i = _skip_import_and_number(src, i, n)
         i, m = _copy_line(src, i, n, out, m)
     return m
+
+
+@njit(nogil=True, cache=True)
+def _skip_import_and_number(src, i, n) -> int:
+    """Past an import (step 3) and then a numeric assignment (step 4) starting at line start
+    ``i``; ``i`` itself when neither starts there."""
+    if (CLASSES[src[i]] & NAME_START) != 0:
+        if src[i] == 102 or src[i] == 105:  # f, i
+            j = _import_end(src, i, n)
+            if j > i:
+                i = j
+        j = _numeric_assign_end(src, i, n)
+        if j > i:
+            i = j
+    return i
 
 
 @njit(nogil=True, cache=True)
@@ -482,14 +490,7 @@ def strip_tokenize(marker, src, s, e, text, tmp, starts, lens, first, counts):
     t = 0
     i = 0
     while i < n:  # i is at a line start, as drop_imports_and_numbers walks
-        if (CLASSES[text[i]] & NAME_START) != 0:
-            if text[i] == 102 or text[i] == 105:  # f, i
-                j = _import_end(text, i, n)
-                if j > i:
-                    i = j
-            j = _numeric_assign_end(text, i, n)
-            if j > i:
-                i = j
+        i = _skip_import_and_number(text, i, n)
         t, j = _tokenize_line(text, i, n, t, starts, lens, first, counts)
         i = j + 1 if j < n else j
     return t, n
