@@ -392,12 +392,25 @@ def _optional_inputs(specs: list[dict], msg: str, line: str, module: nn.Module) 
     return out
 
 
+def _pair_specs(name: str, shape: list[int], module: nn.Module) -> list[dict]:
+    """Input ``name`` as two tensors of shape [batch, seq, head size] passed as a tuple (the
+    first spec carries ``"pair"``), for a [batch, seq, width] guess ``shape``."""
+    pair = {"kind": "tensor", "shape": [shape[0], shape[1], _head_dim(module, shape[-1])],
+            "dtype": "float32", "arg": name}
+    return [{**pair, "pair": True}, dict(pair)]
+
+
+def _annotation(param: inspect.Parameter) -> str:
+    """A parameter's annotation as written (a string under ``from __future__ import
+    annotations``, else its repr: ``tuple[torch.Tensor, torch.Tensor]``)."""
+    return param.annotation if isinstance(param.annotation, str) else repr(param.annotation)
+
+
 def _value_spec(name: str, param: inspect.Parameter, module: nn.Module) -> dict | None:
     """A required forward parameter that is not a tensor: an optional mask (``attention_mask:
     torch.Tensor | None``, passed None: no masking, as transformers' layers accept), or a
     string the module lists in a plural attribute (``layer_type`` from ``self.layer_types``)."""
-    ann = param.annotation if isinstance(param.annotation, str) else repr(param.annotation)
-    if "mask" in name.lower() and re.search(r"None|Optional", ann):
+    if "mask" in name.lower() and re.search(r"None|Optional", _annotation(param)):
         return {"kind": "value", "value": None}
     listed = getattr(module, name + "s", None)
     if isinstance(listed, (list, tuple, set)) and listed and all(isinstance(v, str) for v in listed):
@@ -408,8 +421,8 @@ def _value_spec(name: str, param: inspect.Parameter, module: nn.Module) -> dict 
 def _is_pair(name: str, param: inspect.Parameter) -> bool:
     """A forward parameter taking two tensors: a ``PAIRED`` name or an annotation
     ``tuple[torch.Tensor, torch.Tensor]``."""
-    ann = param.annotation if isinstance(param.annotation, str) else repr(param.annotation)
-    return name in PAIRED or bool(re.fullmatch(r"(typing\.)?[Tt]uple\[(torch\.)?Tensor, ?(torch\.)?Tensor\]", ann))
+    return name in PAIRED or bool(re.fullmatch(r"(typing\.)?[Tt]uple\[(torch\.)?Tensor, ?(torch\.)?Tensor\]",
+                                               _annotation(param)))
 
 
 def _head_dim(module: nn.Module, width: int) -> int:
@@ -618,19 +631,15 @@ def find_inputs(module: nn.Module, kwargs: dict[str, Any], budget_s: float,
     queue: list[list[dict]] = []
     for shape in _shape_guesses(module, kwargs):
         specs = []
-        for n, _ in params:
+        for n, p in params:
             if by_name and n in pairs and len(shape) == 3:
-                pair = {"kind": "tensor", "shape": [shape[0], shape[1], _head_dim(module, shape[-1])],
-                        "dtype": "float32", "arg": n}
-                specs += [{**pair, "pair": True}, dict(pair)]
+                specs += _pair_specs(n, shape, module)
             else:
-                spec = _value_spec(n, dict(params)[n], module) or _spec_for(n, shape, module)
+                spec = _value_spec(n, p, module) or _spec_for(n, shape, module)
                 specs.append({**spec, **({"arg": n} if by_name else {})})
         if paired and specs and len(shape) == 3:
-            hd = _head_dim(module, shape[-1])
             for name in paired:
-                pair = {"kind": "tensor", "shape": [shape[0], shape[1], hd], "dtype": "float32", "arg": name}
-                specs += [{**pair, "pair": True}, dict(pair)]
+                specs += _pair_specs(name, shape, module)
         queue.append(specs)
     tried: set[str] = set()
     deadline = time.monotonic() + budget_s
