@@ -27,21 +27,15 @@ import json
 from pathlib import Path
 
 from curate.bench.stats import wilson
-from curate.journal import read_done
+from curate.journal import read_done, read_entries
 
 
 def _journal(path: Path, since: int) -> tuple[dict, dict]:
     """(latest value per key from entries before line ``since``, the same from ``since`` on)."""
     old: dict = {}
     new: dict = {}
-    with open(path) as f:
-        next(f, None)  # the fingerprint header
-        for n, line in enumerate(f, start=1):
-            try:
-                item = json.loads(line)
-            except json.JSONDecodeError:
-                continue  # a line cut short by a kill
-            (new if n >= since else old)[item["key"]] = item["value"]
+    for n, key, value in read_entries(path):
+        (new if n >= since else old)[key] = value
     return old, new
 
 

@@ -76,16 +76,20 @@ class Journal:
         self.path.unlink(missing_ok=True)
 
 
-def read_done(path: Path | str) -> dict[str, Any]:
-    """The finished items of a journal file, whatever its fingerprint (for reports on a
-    running or stopped stage); a line cut short by a kill is skipped."""
-    done: dict[str, Any] = {}
+def read_entries(path: Path | str):
+    """``(entry number from 1, key, value)`` for each entry of a journal file in the order
+    written, whatever its fingerprint (for reports on a running or stopped stage); a line cut
+    short by a kill is skipped."""
     with open(path) as f:
         next(f, None)  # the fingerprint header
-        for line in f:
+        for n, line in enumerate(f, start=1):
             try:
                 item = json.loads(line)
             except json.JSONDecodeError:
                 continue
-            done[item["key"]] = item["value"]
-    return done
+            yield n, item["key"], item["value"]
+
+
+def read_done(path: Path | str) -> dict[str, Any]:
+    """The finished items of a journal file (the latest value per key), as :func:`read_entries`."""
+    return {key: value for _, key, value in read_entries(path)}
