@@ -17,7 +17,8 @@ Limits per task:
 - guard (``guard=True``): an audit hook (:pep:`578`) refuses network use (connect, bind,
   send, DNS lookups), filesystem changes outside the task's working directory (opening for
   writing, remove, rename, mkdir, rmtree, chmod, ...; ``TMPDIR`` points into that
-  directory, so torch's temporary files land there) and starting or signalling other
+  directory, so torch's temporary files land there, and so does ``HOME``: a library's
+  ``~/.cache`` or log folder) and starting or signalling other
   processes. The first refused action ends the task with
   status ``network``, ``filesystem`` or ``process`` even when the task's own code catches
   the exception: the violation is reported before anything else runs. The hook sees what
@@ -246,6 +247,8 @@ def _child(conn, fn: Callable, args: tuple, kwargs: dict, mem_mb: int | None, qu
             # temporary files (torch's included) go to the private folder, so the shared
             # temp folder can stay closed to the task
             os.environ["TMPDIR"] = tempfile.tempdir = workdir
+            # so do a library's folders under the home directory (super-gradients' ~/sg_logs)
+            os.environ["HOME"] = os.environ["XDG_CACHE_HOME"] = workdir
             _install_guard(conn, (workdir,))
         value = fn(*args, **kwargs)
         conn.send((OK, value, ""))

@@ -14,6 +14,7 @@ import torch
 from curate.mine import run
 from curate.mine.closure import Resolver
 from curate.mine.sources import ManifestError, load_manifest, resolve
+from curate.mine.stage import synthesis_version
 from curate.table import read_problems, read_rejected, read_stats
 
 
@@ -237,7 +238,8 @@ def test_a_namespace_comes_after_the_definitions_it_binds_in_an_import_cycle():
 
 def test_retry_synthesizes_journaled_rejections_again(mined_run: Path, tmp_path: Path, monkeypatch):
     """A stopped run's journal may hold rejections an older synthesizer made: ``retry`` redoes
-    the items rejected for the named reasons and keeps every other journaled outcome."""
+    the items rejected for the named reasons by another version of the synthesis code and
+    keeps every other journaled outcome."""
     import json
 
     from curate.journal import Journal
@@ -251,17 +253,24 @@ def test_retry_synthesizes_journaled_rejections_again(mined_run: Path, tmp_path:
     lines = journal.read_text().splitlines()
     items = [json.loads(line) for line in lines[1:]]
     ok = [i for i in items if i["value"]["ok"]]
-    assert len(ok) >= 2
-    stale = {ok[0]["key"]: "constructor_failed", ok[1]["key"]: "timeout"}
+    assert len(ok) >= 3
+    assert {i["value"]["synthesis"] for i in items} == {synthesis_version()}
+    # two rejections by an older synthesizer, one by this one (a resume with --retry before)
+    stale = {ok[0]["key"]: ("constructor_failed", "older"), ok[1]["key"]: ("timeout", "older"),
+             ok[2]["key"]: ("constructor_failed", synthesis_version())}
     for item in items:
         if item["key"] in stale:
-            item["value"] = {"ok": False, "reason": stale[item["key"]], "detail": "an older synthesizer"}
+            reason, version = stale[item["key"]]
+            item["value"] = {"ok": False, "reason": reason, "detail": f"synthesizer {version}", "synthesis": version}
     journal.write_text("\n".join([lines[0], *(json.dumps(i) for i in items)]) + "\n")
 
     stats = run(manifest=manifest, out=out, workers=2, timeout_s=30, retry=["constructor_failed"])
     assert stats["resumed"] == len(items)
     rejected = read_rejected(out / "mine")
-    redone = rejected.filter(rejected["reject_detail"] == "an older synthesizer")
-    assert redone["reject_reason"].to_list() == ["timeout"]  # not retried: kept as journaled
+    kept = rejected.filter(rejected["reject_detail"].str.starts_with("synthesizer "))
+    # not retried, kept as journaled: another reason, and this synthesizer's own rejection
+    assert sorted(kept["reject_reason"].to_list()) == ["constructor_failed", "timeout"]
+    assert kept.filter(kept["reject_reason"] == "constructor_failed")["reject_detail"].to_list() == [
+        f"synthesizer {synthesis_version()}"]
     n_ok = len(read_problems(mined_run / "mine"))
-    assert len(read_problems(out / "mine")) == n_ok - 1  # the constructor_failed one is back
+    assert len(read_problems(out / "mine")) == n_ok - 2  # the older constructor_failed one is back

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from curate.mine import default_cache
+from curate.mine import default_cache, shims
 from curate.mine.closure import ClosureError, Resolver, rename_globals
 from curate.mine.deps import dependency_roots
 from curate.mine.sources import resolve
@@ -435,6 +435,25 @@ def test_packaging_version_checks_resolve_to_the_standin():
     run_alone(prob["code"])
 
 
+def test_typeguard_decorated_espnet_layer_resolves_to_the_standin():
+    """espnet decorates its constructors with typeguard's ``@typechecked``."""
+    resolver = pypi("espnet", "202611")
+    closure = resolver.closure("espnet2.layers.utterance_mvn", "UtteranceMVN")
+    assert "@typechecked" in closure.source and "typeguard" not in imported(closure.source)
+    prob = synthesize(closure.source, "UtteranceMVN", "test: espnet UtteranceMVN", 60.0)
+    run_alone(prob["code"])
+
+
+def test_packaging_utils_standin_normalizes_names_as_packaging_does():
+    from packaging.utils import canonicalize_name
+
+    spec = importlib.util.spec_from_file_location("packaging_utils_standin", shims.path("packaging.utils"))
+    standin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(standin)
+    for name in ["torch_geometric", "Torch-Geometric", "cupy-cuda12x", "a.B__c--d", "nvidia.physicsnemo", "X"]:
+        assert standin.canonicalize_name(name) == canonicalize_name(name)
+
+
 # --------------------------------------------------------------------------- reject reasons
 def _synth(src: str, cls: str) -> str:
     try:
@@ -607,6 +626,91 @@ def test_an_import_inside_a_function_of_a_name_copied_as_is_reads_the_global(tmp
     ns: dict = {}
     exec(compile(src, "scaled", "exec"), ns)
     assert ns["Scaled"]()(torch.ones(2)).tolist() == [3.0, 3.0]
+
+
+def test_a_library_logger_becomes_the_standard_librarys(tmp_path: Path):
+    """super-gradients' ``logger = get_logger(__name__)`` sets up handlers and makes
+    ``~/sg_logs`` at import time: the problem gets ``logging.getLogger(__name__)`` instead, one
+    for every file that defines the same logger, and none of the helper's code."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "logs.py").write_text(textwrap.dedent("""
+        import logging, os
+        from pathlib import Path
+        def get_logger(name, level="INFO"):
+            os.makedirs(Path.home() / "pkg_logs", exist_ok=True)
+            return logging.getLogger(name)
+    """))
+    (pkg / "blocks.py").write_text(textwrap.dedent("""
+        from torch import nn
+        from pkg.logs import get_logger
+        logger = get_logger(__name__, "DEBUG")
+        class Block(nn.Module):
+            def forward(self, x):
+                logger.debug("block")
+                return x + 1
+    """))
+    (pkg / "model.py").write_text(textwrap.dedent("""
+        import logging
+        from torch import nn
+        from pkg.logs import get_logger
+        from pkg.blocks import Block
+        logger = get_logger(__name__)
+        std = logging.getLogger(__name__)
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.block = Block()
+            def forward(self, x):
+                logger.info("net")
+                std.info("net")
+                return self.block(x) * 2
+    """))
+    src = Resolver(tmp_path, {}).closure("pkg.model", "Net").source
+    assert "pkg_logs" not in src and "def get_logger" not in src
+    assert src.count("logger = logging.getLogger(__name__)") == 1 and "std = logging.getLogger(__name__)" in src
+    ns: dict = {"__name__": "problem"}
+    exec(compile(src, "net", "exec"), ns)
+    assert ns["Net"]()(torch.ones(2)).tolist() == [4.0, 4.0]
+
+
+def test_a_module_imported_as_an_alias_inside_a_function_becomes_a_namespace(tmp_path: Path):
+    """torch-geometric's ``aggregation_resolver`` does ``import torch_geometric.nn.aggr as
+    aggr`` in its body and reads ``aggr.SumAggregation``: the alias is bound to a namespace of
+    what the function reads, copied into the problem."""
+    pkg = tmp_path / "pkg"
+    (pkg / "aggr").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("")
+    (pkg / "aggr" / "__init__.py").write_text("from .basic import SumAggregation, MeanAggregation\n")
+    (pkg / "aggr" / "basic.py").write_text(textwrap.dedent("""
+        from torch import nn
+        class SumAggregation(nn.Module):
+            def forward(self, x):
+                return x.sum(0)
+        class MeanAggregation(nn.Module):
+            def forward(self, x):
+                return x.mean(0)
+    """))
+    (pkg / "conv.py").write_text(textwrap.dedent("""
+        from torch import nn
+        def resolve(name):
+            import pkg.aggr as aggr
+            choices = {c.__name__: c for c in vars(aggr).values()}
+            choices["sum"] = aggr.SumAggregation
+            return choices[name]()
+        class Conv(nn.Module):
+            def __init__(self, aggr="sum"):
+                super().__init__()
+                self.aggr = resolve(aggr)
+            def forward(self, x):
+                return self.aggr(x) * 2
+    """))
+    src = Resolver(tmp_path, {}).closure("pkg.conv", "Conv").source
+    assert "import pkg" not in src and "class SumAggregation" in src and "class MeanAggregation" not in src
+    ns: dict = {}
+    exec(compile(src, "conv", "exec"), ns)
+    assert ns["Conv"]()(torch.ones(3, 2)).tolist() == [6.0, 6.0]
 
 
 def test_blame_finds_the_failing_line_of_the_mined_code():

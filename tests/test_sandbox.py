@@ -105,7 +105,8 @@ def _shell(path):
 
 
 def _private_files():
-    """Writing, renaming and removing inside the working folder, and temp files, are allowed."""
+    """Writing, renaming and removing inside the working folder, temp files and folders under
+    the home directory (the working folder, for the task) are allowed."""
     import tempfile
 
     import torch
@@ -117,6 +118,8 @@ def _private_files():
     os.remove("b.txt")
     with tempfile.NamedTemporaryFile(suffix=".pt", delete=False) as f:
         torch.save(torch.ones(3), f.name)
+    # a library's log folder under the home directory (super-gradients' ~/sg_logs)
+    os.makedirs(os.path.join(os.path.expanduser("~"), "sg_logs"))
     return os.getcwd(), f.name
 
 

@@ -53,7 +53,10 @@ _BUILTINS = set(dir(builtins)) | {"__file__", "__name__", "__doc__", "__class__"
 _SHIM = "<shim>"  # prefix of the pseudo-module a stand-in is indexed under
 _NS = "<ns>"  # prefix of a namespace's node in the emission order
 _MISSING = "<miss>"  # prefix of a placeholder's node in the emission order
-_IMPORTS = ("<import>", "<from>", "<module>", "<missing>")
+_IMPORTS = ("<import>", "<from>", "<module>", "<missing>", "<logger>")
+# `logger = get_logger(__name__)`, `_LOG = logging_utils.get_logger(__name__, "DEBUG")`
+_LOGGER_STMT = re.compile(r"\s*_*(?:logger|log|LOGGER|LOG|Logger)\w*\s*(?::[^=]+)?=\s*([\w.]*(?:log|Log|LOG)\w*)"
+                          r"\(\s*__name__\s*(?:,[^()]*)?\)\s*$")
 
 # An entity is what a name denotes: (module, name) for a definition in the source or a shim,
 # ("<import>", "a.b") and ("<from>", "a:b") for run-time `import a.b` / `from a import b`,
@@ -349,10 +352,20 @@ class Resolver:
             self._materialize(("<import>", "types"), "types", st, via)
             st.first_seen.setdefault(_NS + target, len(st.first_seen))
             return name
+        if kind == "<logger>":
+            name = st.claim(ent, want)
+            logging_name = self._materialize(("<import>", "logging"), "logging", st, via)
+            st.missing[name] = f"{name} = {logging_name}.getLogger(__name__)"
+            st.first_seen.setdefault(_MISSING + name, len(st.first_seen))
+            return name
         module, name0 = ent
         idx = self.load(module)
-        st.first_seen.setdefault(module, len(st.first_seen))
         defining = [i for i, s in enumerate(idx.stmts) if name0 in s.defines]
+        if self._library_logger(module, idx, defining):
+            logger = ("<logger>", name0)
+            st.names[ent] = self._materialize(logger, want, st, via)
+            return st.names[ent]
+        st.first_seen.setdefault(module, len(st.first_seen))
         new_stmts = [i for i in defining if i not in st.stmts.get(module, set())]
         twin = self._twin(module, name0, defining, want, st)
         if twin is not None:  # the same definition copied from another file: share it
@@ -369,6 +382,24 @@ class Resolver:
         if any(idx.stmts[i].kind == "assign" for i in new_stmts):
             self._registrations(module, name0, st, via)
         return st.names[ent]
+
+    def _library_logger(self, module: str, idx: FileIndex, defining: list[int]) -> bool:
+        """Whether the definition is a module logger made by the source's own logging helper
+        (``logger = get_logger(__name__)``). Such helpers set up handlers, log folders
+        (super-gradients makes ``~/sg_logs``) and environment reads, none of it part of a
+        problem: the logger becomes the standard library's ``logging.getLogger(__name__)``.
+        Helpers with a stand-in (transformers' logger warns once) are kept."""
+        if module.startswith(_SHIM) or len(defining) != 1 or idx.stmts[defining[0]].kind != "assign":
+            return False
+        m = _LOGGER_STMT.match(idx.stmts[defining[0]].code)
+        if m is None:
+            return False
+        head = m.group(1).split(".")[0]
+        try:
+            got = self.locate(module, head)
+        except (ClosureError, RecursionError):
+            return False
+        return got is not None and got[0] not in _IMPORTS and not got[0].startswith(_SHIM)
 
     def _copy(self, module: str, new_stmts: list[int], st: _State, via: str, name0: str) -> None:
         """Copy statements ``new_stmts`` of ``module`` (their names already claimed) and
@@ -425,9 +456,13 @@ class Resolver:
         run-time modules are kept, made absolute."""
         idx = self.load(module)
         edits = []
-        for node in _import_nodes(idx.stmts[i].code):
+        code = idx.stmts[i].code
+        for node in _import_nodes(code):
             if isinstance(node, ast.Import):
-                continue  # `import x` keeps its meaning (run-time module, or ImportError)
+                st, lines = self._nested_module_import(node, code, st, via)
+                if lines is not None:
+                    edits.append((node.lineno, node.col_offset, node.end_lineno, node.end_col_offset, lines))
+                continue
             lines = []
             for alias in node.names:
                 if alias.name == "*":
@@ -464,6 +499,33 @@ class Resolver:
         if edits:
             st.edits[(module, i)] = edits
         return st
+
+    def _nested_module_import(self, node: ast.Import, code: str, st: _State, via: str) -> tuple[_State, list | None]:
+        """``import pkg.sub as alias`` of a module of the source inside a copied statement
+        (torch-geometric's ``aggregation_resolver``): ``alias`` becomes a namespace of the
+        names the statement reads on it (``alias.SumAggregation``), as a top-level module alias
+        does. Returns the state and the replacement lines, None to keep the import as it is
+        (a run-time module, or a plain ``import x.y``, which fails as it would without the
+        package)."""
+        if not all(a.asname and not self.is_runtime(a.name) and self.module_path(a.name) is not None
+                   and not self._stand_in_only(a.name) for a in node.names):
+            return st, None
+        lines = []
+        for alias in node.names:
+            ent = ("<module>", alias.name)
+            trial = st.copy()
+            try:
+                self._materialize(ent, alias.asname, trial, via)
+                for attr in sorted(set(re.findall(rf"(?<![\w.]){re.escape(alias.asname)}\.(\w+)", code))):
+                    self._namespace_attr(ent, attr, trial, via)
+            except (ClosureError, RecursionError):
+                lines.append(f"raise ImportError({alias.name!r} + ' is not part of the problem')")
+                break
+            st = trial
+            ref = f"__curate_ref_{len(st.refmarks)}__"
+            st.refmarks[ref] = ent
+            lines.append(f"{alias.asname} = {ref}")
+        return st, lines
 
     def _twin(self, module: str, name: str, defining: list[int], want: str, st: _State) -> Entity | None:
         """The entity already holding ``want`` when it is defined by the same single statement
@@ -510,23 +572,28 @@ class Resolver:
         for attr in chain[1:]:
             if ent is None or ent[0] != "<module>":
                 return
-            target = ent[1]
-            fields = st.namespaces[ent]
-            got = fields.get(attr)
+            ent = self._namespace_attr(ent, attr, st, via)
+
+    def _namespace_attr(self, ent: Entity, attr: str, st: _State, via: str) -> Entity | None:
+        """Put ``attr`` of the module namespace ``ent`` into the closure; what it denotes, or
+        None where the module has no such name."""
+        target = ent[1]
+        fields = st.namespaces[ent]
+        got = fields.get(attr)
+        if got is None:
+            sub = f"{target}.{attr}"
+            got = self.locate(_SHIM + target if self._shim_has(target, attr) else target, attr)
+            if got is None and self.module_path(sub) is not None:
+                got = ("<module>", sub)
             if got is None:
-                sub = f"{target}.{attr}"
-                got = self.locate(_SHIM + target if self._shim_has(target, attr) else target, attr)
-                if got is None and self.module_path(sub) is not None:
-                    got = ("<module>", sub)
-                if got is None:
-                    st.unresolved.add(f"{target}.{attr}")
-                    return
-                fields[attr] = got
-                self._materialize(got, attr, st, via)
-                dep = _dep_node(got, st)
-                if dep is not None:
-                    st.file_deps.setdefault(_NS + target, set()).add(dep)
-            ent = got
+                st.unresolved.add(f"{target}.{attr}")
+                return None
+            fields[attr] = got
+            self._materialize(got, attr, st, via)
+            dep = _dep_node(got, st)
+            if dep is not None:
+                st.file_deps.setdefault(_NS + target, set()).add(dep)
+        return got
 
     # -- output ----------------------------------------------------------------------
     def _emit(self, st: _State, class_name: str) -> Closure:
@@ -641,7 +708,7 @@ def _dep_node(ent: Entity, st: _State) -> str | None:
     """The emission-order node that defines ``ent`` (None for an import line)."""
     if ent[0] == "<module>":
         return _NS + ent[1]
-    if ent[0] == "<missing>":
+    if ent[0] in ("<missing>", "<logger>"):
         return _MISSING + st.names[ent]
     return None if ent[0] in _IMPORTS else ent[0]
 

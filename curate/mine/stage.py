@@ -34,6 +34,22 @@ def problem_id(source: Source, rel: str, class_name: str) -> str:
     return hashlib.sha1(key.encode()).hexdigest()[:16]
 
 
+#: The files a synthesis outcome depends on besides its closure (which is part of the item's
+#: key): the synthesizer, its guesses, the loader and the sandbox.
+_SYNTHESIS_FILES = ("mine/synthesize.py", "mine/guess.py", "problem.py", "sandbox.py")
+
+
+def synthesis_version() -> str:
+    """A hash of curate's synthesis code (:data:`_SYNTHESIS_FILES`), recorded with each journal
+    outcome: ``--retry`` redoes only rejections an older synthesizer made, so a run resumed
+    with it twice does not redo the rejections of the first resume."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha1()
+    for rel in _SYNTHESIS_FILES:
+        h.update((root / rel).read_bytes())
+    return h.hexdigest()[:12]
+
+
 def _base_row(source: Source, rel: str, class_name: str | None) -> dict[str, Any]:
     pid = problem_id(source, rel, class_name or "")
     return {
@@ -115,7 +131,9 @@ def run(manifest: Path | str, out: Path | str, workers: int | None = None, timeo
         retry: reject reasons (``constructor_failed``, ``no_runnable_inputs``, ...; ``all`` for
             every reason) whose items, recorded in a stopped run's journal, are synthesized
             again: after an upgrade of curate's synthesizer, a resumed run redoes the
-            rejections the new code may turn into problems and keeps everything else.
+            rejections the new code may turn into problems and keeps everything else. Only
+            rejections made by another version of the synthesis code are redone
+            (:func:`synthesis_version`); a closure that changed is a new item anyway.
     Raises:
         ManifestError: the manifest is malformed.
         ValueError: an unknown executor.
@@ -222,9 +240,12 @@ def _run(manifest: Path | str, out: Path | str, entries: list[dict], cache: Path
     plan = stage_dir(out, "mine") / "_plan.json"  # for progress reports on a running or stopped run
     plan.write_text(json.dumps({"sources": per_source, "tasks": {
         k: row["source"]["name"] for (row, _), k in zip(tasks, keys)}}))
+    version = synthesis_version()
+
     def pending(key: str) -> bool:
         v = journal.get(key)
-        return v is None or (not v["ok"] and ("all" in retry or v["reason"] in retry))
+        return v is None or (not v["ok"] and ("all" in retry or v["reason"] in retry)
+                             and v.get("synthesis") != version)
 
     todo = interleave([i for i, k in enumerate(keys) if pending(k)],
                       lambda i: tasks[i][0]["source"]["name"])
@@ -234,7 +255,7 @@ def _run(manifest: Path | str, out: Path | str, entries: list[dict], cache: Path
     for j, outcome in progress(outcomes, len(calls), "synthesize"):
         value = outcome.value if outcome.ok else {"ok": False, "reason": outcome.status,
                                                    "detail": outcome.error}
-        journal.add(keys[todo[j]], value)
+        journal.add(keys[todo[j]], {**value, "synthesis": version})
     phases["synthesize"] = time.monotonic() - t
 
     kept: list[dict[str, Any]] = []

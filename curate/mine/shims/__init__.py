@@ -45,6 +45,8 @@ STAND_INS: dict[str, str] = {
     "transformers.models.auto.configuration_auto": "transformers_models_auto.py",
     "packaging": "packaging.py",
     "packaging.version": "packaging_version.py",
+    "packaging.utils": "packaging_utils.py",
+    "typeguard": "typeguard.py",
     "huggingface_hub": "huggingface_hub.py",
     "huggingface_hub.utils": "huggingface_hub.py",
     "beartype": "beartype.py",
