@@ -444,12 +444,56 @@ def test_typeguard_decorated_espnet_layer_resolves_to_the_standin():
     run_alone(prob["code"])
 
 
+def test_braindecode_and_alphafold3_import_time_helpers_resolve_to_standins():
+    """braindecode's model base needs pydantic's import-string adapter, docstring_inheritance's
+    metaclass and mne's ``_soft_import``/``warn`` at import time; alphafold3-pytorch reads its
+    switches with environs' ``Env``. Both mine to problems that run with none of them."""
+    eeg = pypi("braindecode", "1.8.1").closure("braindecode.models.eegnet", "EEGNet")
+    af3 = pypi("alphafold3-pytorch", "0.8.3").closure("alphafold3_pytorch.alphafold3", "Transition")
+    assert "env = Env()" in af3.source
+    for closure, banned in [(eeg, {"pydantic", "mne", "docstring_inheritance"}), (af3, {"environs"})]:
+        assert not imported(closure.source) & banned
+        prob = synthesize(closure.source, closure.class_name, "test: stand-ins", 60.0)
+        run_alone(prob["code"])
+
+
+def _standin(module: str):
+    spec = importlib.util.spec_from_file_location(module.replace(".", "_") + "_standin", shims.path(module))
+    standin = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(standin)
+    return standin
+
+
+def test_decorator_and_pydantic_standins_behave_as_the_packages_document(monkeypatch):
+    decorator = _standin("decorator").decorator
+    calls = []
+
+    def caller(func, *args, **kwargs):
+        calls.append(args)
+        return func(*args, **kwargs) + 1
+
+    @decorator(caller)
+    def add(a, b=2):
+        """adds"""
+        return a + b
+
+    assert add(1) == 4 and add(1, b=5) == 7 and calls == [(1,), (1,)] and add.__doc__ == "adds"
+    assert decorator(caller, lambda: 1)() == 2
+    pydantic = _standin("pydantic")
+    adapter = pydantic.TypeAdapter(pydantic.ImportString)
+    assert adapter.validate_python("torch.nn.ELU") is torch.nn.ELU
+    with pytest.raises(pydantic.ValidationError):
+        adapter.validate_python("os.system")
+    env = _standin("environs").Env()
+    monkeypatch.setenv("CURATE_TEST_FLAG", "yes")
+    assert env.bool("CURATE_TEST_FLAG", False) is True and env.bool("CURATE_TEST_UNSET", False) is False
+    assert env.int("CURATE_TEST_UNSET", 3) == 3
+
+
 def test_packaging_utils_standin_normalizes_names_as_packaging_does():
     from packaging.utils import canonicalize_name
 
-    spec = importlib.util.spec_from_file_location("packaging_utils_standin", shims.path("packaging.utils"))
-    standin = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(standin)
+    standin = _standin("packaging.utils")
     for name in ["torch_geometric", "Torch-Geometric", "cupy-cuda12x", "a.B__c--d", "nvidia.physicsnemo", "X"]:
         assert standin.canonicalize_name(name) == canonicalize_name(name)
 
