@@ -68,16 +68,28 @@ def mine(
     retry: str = typer.Option("", help="Resuming a stopped run: synthesize again the items its journal "
                               "rejected for these reasons (comma-separated, e.g. "
                               "'constructor_failed,no_runnable_inputs', or 'all'), after an upgrade."),
+    export_pending: Optional[Path] = typer.Option(
+        None, help="Plan, then write the pending syntheses to this file (.jsonl.xz) and stop: run them "
+        "elsewhere with 'python -m curate.mine.offload FILE --out DIR' (torch alone needed there)."),
+    import_outcomes: str = typer.Option(
+        "", help="Outcome files of curate.mine.offload (comma-separated) to merge into the run's journal "
+        "before synthesizing what is left."),
 ) -> None:
     """Find nn.Module subclasses in the manifest's sources and write KernelBench-format problems.
 
-    A stopped run resumes where it stopped when started again with the same --out."""
+    A stopped run resumes where it stopped when started again with the same --out. Synthesis
+    can run on another machine: --export-pending, python -m curate.mine.offload, --import-outcomes."""
     from curate.mine import run
 
     with _clear_errors():
-        _echo_stats(run(manifest=manifest, out=out, workers=workers, timeout_s=timeout_s,
-                        mem_mb=mem_mb, limit=limit, executor=executor, ray_address=ray_address,
-                        retry=[r.strip() for r in retry.split(",") if r.strip()]))
+        stats = run(manifest=manifest, out=out, workers=workers, timeout_s=timeout_s,
+                    mem_mb=mem_mb, limit=limit, executor=executor, ray_address=ray_address,
+                    retry=[r.strip() for r in retry.split(",") if r.strip()], export_pending=export_pending,
+                    import_outcomes=[Path(p.strip()) for p in import_outcomes.split(",") if p.strip()])
+        if export_pending is not None:
+            typer.echo(json.dumps(stats))
+        else:
+            _echo_stats(stats)
 
 
 @app.command()

@@ -14,7 +14,7 @@ import torch
 from curate.mine import run
 from curate.mine.closure import Resolver
 from curate.mine.sources import ManifestError, load_manifest, resolve
-from curate.mine.stage import synthesis_version
+from curate.mine.synthesize import synthesis_version
 from curate.table import read_problems, read_rejected, read_stats
 
 
@@ -274,3 +274,38 @@ def test_retry_synthesizes_journaled_rejections_again(mined_run: Path, tmp_path:
         f"synthesizer {synthesis_version()}"]
     n_ok = len(read_problems(mined_run / "mine"))
     assert len(read_problems(out / "mine")) == n_ok - 2  # the older constructor_failed one is back
+
+
+def test_synthesis_offloaded_in_two_calls_merges_into_the_same_problems(mined_run: Path, tmp_path: Path):
+    """--export-pending writes the pending syntheses; ``curate.mine.offload`` runs them (here in
+    two calls, the first stopped by its deadline, the second skipping what the first did);
+    --import-outcomes merges them, and the run then finishes with the problems and rejections
+    of a run synthesized in place, synthesizing nothing itself."""
+    from curate.mine.offload import main as offload_main
+    from curate.mine.offload import read_lines
+
+    manifest = tmp_path / "manifest.yaml"
+    manifest.write_text((mined_run / "manifest.yaml").read_text())
+    out = tmp_path / "out"
+    tasks = tmp_path / "tasks.jsonl.xz"
+    got = run(manifest=manifest, out=out, workers=2, timeout_s=30, export_pending=tasks)
+    assert got["exported"] == len(list(read_lines(tasks))) > 10
+    assert not (out / "mine" / "problems.parquet").exists()
+
+    first, second = tmp_path / "first", tmp_path / "second"
+    assert offload_main([str(tasks), "--out", str(first), "--workers", "2", "--deadline-s", "0.5"]) == 0
+    assert 0 < len((first / "done.txt").read_text().split()) < got["exported"]  # cut short
+    assert offload_main([str(tasks), "--out", str(second), "--workers", "2", "--skip", str(first / "done.txt"),
+                         "--shard-mib", "0.01"]) == 0
+    done = (first / "done.txt").read_text().split() + (second / "done.txt").read_text().split()
+    assert sorted(done) == sorted(t["key"] for t in read_lines(tasks))
+    shards = sorted(first.glob("outcomes-*.jsonl.xz")) + sorted(second.glob("outcomes-*.jsonl.xz"))
+    assert len(shards) > 2  # the small shard limit split the second call's outcomes
+
+    stats = run(manifest=manifest, out=out, workers=2, timeout_s=30, import_outcomes=shards)
+    assert stats["imported_outcomes"] == got["exported"] and stats["phase_seconds"]["synthesize"] < 1.0
+    want, have = read_problems(mined_run / "mine"), read_problems(out / "mine")
+    assert have["problem_id"].to_list() == want["problem_id"].to_list()
+    assert have["code"].to_list() == want["code"].to_list()
+    assert sorted(read_rejected(out / "mine")["reject_reason"].to_list()) == \
+        sorted(read_rejected(mined_run / "mine")["reject_reason"].to_list())

@@ -19,9 +19,10 @@ from curate.executor import Executor, LocalExecutor, make_executor
 from curate.journal import Journal, content_key
 from curate.mine import default_cache
 from curate.mine.deps import dependency_roots
+from curate.mine.offload import read_outcomes, write_tasks
 from curate.mine.scan import Scan, closure_of, closure_sources, scan
 from curate.mine.sources import Source, SourceUnavailable, load_manifest, resolve
-from curate.mine.synthesize import synthesize_task
+from curate.mine.synthesize import synthesis_version, synthesize_task
 from curate.problem import dumps
 from curate.progress import progress
 from curate.table import Rejections, source_struct, stage_dir, write_stage
@@ -32,22 +33,6 @@ __all__ = ["run", "closures"]
 def problem_id(source: Source, rel: str, class_name: str) -> str:
     key = f"{source.name}|{source.version}|{rel}|{class_name}"
     return hashlib.sha1(key.encode()).hexdigest()[:16]
-
-
-#: The files a synthesis outcome depends on besides its closure (which is part of the item's
-#: key): the synthesizer, its guesses, the loader and the sandbox.
-_SYNTHESIS_FILES = ("mine/synthesize.py", "mine/guess.py", "problem.py", "sandbox.py")
-
-
-def synthesis_version() -> str:
-    """A hash of curate's synthesis code (:data:`_SYNTHESIS_FILES`), recorded with each journal
-    outcome: ``--retry`` redoes only rejections an older synthesizer made, so a run resumed
-    with it twice does not redo the rejections of the first resume."""
-    root = Path(__file__).resolve().parents[1]
-    h = hashlib.sha1()
-    for rel in _SYNTHESIS_FILES:
-        h.update((root / rel).read_bytes())
-    return h.hexdigest()[:12]
 
 
 def _base_row(source: Source, rel: str, class_name: str | None) -> dict[str, Any]:
@@ -116,7 +101,8 @@ def _unavailable(entry: dict) -> Source:
 def run(manifest: Path | str, out: Path | str, workers: int | None = None, timeout_s: float = 30.0,
         mem_mb: int = 4096, limit: int | None = None, cache_dir: Path | str | None = None,
         executor: str | Executor = "local", ray_address: str | None = None,
-        retry: Iterable[str] = ()) -> dict[str, Any]:
+        retry: Iterable[str] = (), export_pending: Path | str | None = None,
+        import_outcomes: Iterable[Path | str] = ()) -> dict[str, Any]:
     """Mine the manifest's sources into ``OUT/mine``; return the stage stats.
 
     Args:
@@ -134,6 +120,11 @@ def run(manifest: Path | str, out: Path | str, workers: int | None = None, timeo
             rejections the new code may turn into problems and keeps everything else. Only
             rejections made by another version of the synthesis code are redone
             (:func:`synthesis_version`); a closure that changed is a new item anyway.
+        export_pending: plan, then write the syntheses still pending to this file (for
+            ``python -m curate.mine.offload`` on another machine, see :mod:`curate.mine.offload`)
+            and stop; returns ``{"stage", "exported", "pending_file"}``.
+        import_outcomes: outcome files of ``curate.mine.offload``: merged into the journal
+            (for items still pending) before synthesis, which then runs what is left.
     Raises:
         ManifestError: the manifest is malformed.
         ValueError: an unknown executor.
@@ -144,7 +135,8 @@ def run(manifest: Path | str, out: Path | str, workers: int | None = None, timeo
     own = not isinstance(executor, Executor)
     ex = make_executor(executor, workers, ray_address) if own else executor
     try:
-        return _run(manifest, out, entries, cache, ex, timeout_s, mem_mb, limit, t0, frozenset(retry))
+        return _run(manifest, out, entries, cache, ex, timeout_s, mem_mb, limit, t0, frozenset(retry),
+                    export_pending, list(import_outcomes))
     finally:
         if own:
             ex.close()
@@ -178,7 +170,8 @@ def interleave(items: list, key, seed: int | None = 0) -> list:
 
 def _run(manifest: Path | str, out: Path | str, entries: list[dict], cache: Path, ex: Executor,
          timeout_s: float, mem_mb: int, limit: int | None, t0: float,
-         retry: frozenset[str] = frozenset()) -> dict[str, Any]:
+         retry: frozenset[str] = frozenset(), export_pending: Path | str | None = None,
+         import_outcomes: list[Path | str] | None = None) -> dict[str, Any]:
     rejects = Rejections("mine")
     scans: list[Scan] = []
     per_source: dict[str, dict[str, Any]] = {}
@@ -247,8 +240,18 @@ def _run(manifest: Path | str, out: Path | str, entries: list[dict], cache: Path
         return v is None or (not v["ok"] and ("all" in retry or v["reason"] in retry)
                              and v.get("synthesis") != version)
 
+    imported = 0
+    if import_outcomes:
+        wanted = set(keys)
+        for key, value in read_outcomes(import_outcomes):
+            if key in wanted and pending(key):
+                journal.add(key, value)
+                imported += 1
     todo = interleave([i for i, k in enumerate(keys) if pending(k)],
                       lambda i: tasks[i][0]["source"]["name"])
+    if export_pending is not None:
+        n = write_tasks(export_pending, ((keys[i], tasks[i][1]) for i in todo))
+        return {"stage": "mine", "exported": n, "pending_file": str(export_pending), "imported": imported}
     calls = [(tasks[i][1], {}) for i in todo]
     t = time.monotonic()
     outcomes = ex.sandboxed(synthesize_task, calls, timeout_s=timeout_s, mem_mb=mem_mb, guard=True)
@@ -273,7 +276,7 @@ def _run(manifest: Path | str, out: Path | str, entries: list[dict], cache: Path
         per_source[name]["kept"] = sum(1 for r in kept if r["source"]["name"] == name)
     stats = write_stage(out, "mine", kept_df, rejects.frame(kept_df), rows_in, time.monotonic() - t0,
                         extra={"sources": per_source, "resumed": journal.resumed, "executor": ex.kind,
-                               "workers": ex.workers,
+                               "workers": ex.workers, "imported_outcomes": imported,
                                "phase_seconds": {k: round(v, 2) for k, v in phases.items()}})
     journal.remove()
     plan.unlink(missing_ok=True)

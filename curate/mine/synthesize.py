@@ -20,12 +20,14 @@ Only torch and the standard library are imported.
 from __future__ import annotations
 
 import ast
+import hashlib
 import inspect
 import math
 import re
 import textwrap
 import time
 import traceback
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -858,3 +860,19 @@ def synthesize_task(closure_source: str, class_name: str, doc: str, budget_s: fl
         return {"ok": True, **synthesize(closure_source, class_name, doc, budget_s)}
     except SynthesisError as exc:
         return {"ok": False, "reason": exc.reason, "detail": exc.detail[:2000]}
+
+
+#: The files a synthesis outcome depends on besides its closure (which is part of the item's
+#: key): the synthesizer, its guesses, the loader and the sandbox.
+_SYNTHESIS_FILES = ("mine/synthesize.py", "mine/guess.py", "problem.py", "sandbox.py")
+
+
+def synthesis_version() -> str:
+    """A hash of curate's synthesis code (:data:`_SYNTHESIS_FILES`), recorded with each journal
+    outcome: ``--retry`` redoes only rejections an older synthesizer made, so a run resumed
+    with it twice does not redo the rejections of the first resume."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.sha1()
+    for rel in _SYNTHESIS_FILES:
+        h.update((root / rel).read_bytes())
+    return h.hexdigest()[:12]
