@@ -546,6 +546,36 @@ def test_reject_reasons_are_specific():
     """, "Drop") == "kept"  # fixed dropout: the problem is put in eval mode
 
 
+def test_mined_code_imports_only_what_a_problem_may_import_whatever_is_installed():
+    """scipy is installed here (a test dependency's dependency), yet a problem may not import
+    it: a method's ``import scipy`` fails as it would where only torch and numpy are, and an
+    optional import takes its fallback. torch's own lazy imports still work."""
+    pytest.importorskip("scipy")
+    assert _synth("""
+        class Special(nn.Module):
+            def forward(self, x):
+                import scipy.special
+                return x * float(scipy.special.gamma(3.0))
+    """, "Special") == "import_missing"
+    prob = synthesize(textwrap.dedent("""
+        import torch
+        from torch import nn
+        class Fallback(nn.Module):
+            def forward(self, x):
+                try:
+                    import scipy.special
+                    return x * float(scipy.special.gamma(3.0))
+                except ImportError:
+                    return x.sum(-1)  # the fallback: one dimension fewer
+    """), "Fallback", "t", 20)
+    assert len(prob["output_shapes"][0]) == len(prob["input_spec"][0]["shape"]) - 1
+    assert _synth("""
+        class Lazy(nn.Module):
+            def forward(self, x):
+                return torch.fft.rfft(x).abs()  # torch imports its own modules as it goes
+    """, "Lazy") == "kept"
+
+
 def test_string_choices_and_callables_are_guessed():
     prob = synthesize(textwrap.dedent("""
         import torch

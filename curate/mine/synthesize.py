@@ -21,9 +21,11 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import importlib.abc
 import inspect
 import math
 import re
+import sys
 import textwrap
 import time
 import traceback
@@ -780,7 +782,68 @@ def _literal_ok(value: Any) -> bool:
         return False
 
 
+#: What a problem may import besides the packages its own top-level import lines name: the
+#: standard library, torch, numpy and typing_extensions (the closure's contract,
+#: :data:`curate.mine.closure.RUNTIME_MODULES`).
+_RUNTIME = frozenset(sys.stdlib_module_names) | {"torch", "typing_extensions", "numpy"}
+_MINED_MODULES = ("curate_mined", "curate_problem_")  # the names exec_source gives mined code
+
+
+class ProblemImports(importlib.abc.MetaPathFinder):
+    """An import hook that refuses the mined code's own imports of packages outside
+    ``allowed`` (a function's ``import scipy``), whatever this machine has installed: a
+    problem must run where only torch and numpy are, and a synthesis must not depend on the
+    machine it runs on. Imports made by allowed packages (torch's lazy ones) pass.
+    """
+
+    def __init__(self, allowed: frozenset[str]):
+        self.allowed = allowed
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
+        if fullname.partition(".")[0] in self.allowed:
+            return None
+        frame = sys._getframe(1)
+        while frame is not None and (frame.f_code.co_filename.startswith("<frozen")
+                                     or str(frame.f_globals.get("__name__", "")).startswith("importlib")):
+            frame = frame.f_back  # the import machinery and importlib.import_module
+        if frame is not None and str(frame.f_globals.get("__name__", "")).startswith(_MINED_MODULES):
+            raise ModuleNotFoundError(f"No module named {fullname!r} (a problem may import the standard "
+                                      "library, torch and numpy)", name=fullname)
+        return None
+
+
+def problem_imports(closure_source: str) -> ProblemImports:
+    """The hook for a closure: :data:`_RUNTIME` and the packages of its top-level imports."""
+    named: set[str] = set()
+    try:
+        for node in ast.parse(closure_source).body:
+            if isinstance(node, ast.Import):
+                named |= {a.name.partition(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                named.add(node.module.partition(".")[0])
+    except SyntaxError:
+        pass
+    return ProblemImports(_RUNTIME | named)
+
+
 def synthesize(closure_source: str, class_name: str, doc: str, budget_s: float = 20.0) -> dict[str, Any]:
+    """Deduce constructor args and inputs; return the assembled KernelBench problem (the mined
+    code's imports limited by :func:`problem_imports` meanwhile).
+
+    Returns:
+        ``{"code", "init_args" (list), "input_spec" (list), "output_shapes", "seconds"}``.
+    Raises:
+        SynthesisError: as :func:`_synthesize`.
+    """
+    hook = problem_imports(closure_source)
+    sys.meta_path.insert(0, hook)
+    try:
+        return _synthesize(closure_source, class_name, doc, budget_s)
+    finally:
+        sys.meta_path.remove(hook)
+
+
+def _synthesize(closure_source: str, class_name: str, doc: str, budget_s: float = 20.0) -> dict[str, Any]:
     """Deduce constructor args and inputs; return the assembled KernelBench problem.
 
     Returns:
