@@ -153,6 +153,25 @@ def test_pypi_source_inlines_helpers_from_sibling_files(tmp_path: Path):
     assert mlp(torch.randn(2, 5, 64)).shape == (2, 5, 64)
 
 
+def test_pypi_sources_resolved_at_once_each_get_their_own_archive(tmp_path: Path):
+    """Downloads into one cache folder at the same time (a thread per source) must not take
+    each other's archives; a second resolve finds the archive already there."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    wanted = [("axial-positional-embedding", "0.3.12"), ("product-key-memory", "0.3.0"),
+              ("g-mlp-pytorch", "0.1.5"), ("res-mlp-pytorch", "0.0.6")]
+
+    def one(nv):
+        return resolve({"kind": "pypi", "name": nv[0], "version": nv[1]}, tmp_path / "cache")
+
+    with ThreadPoolExecutor(len(wanted)) as pool:
+        got = list(pool.map(one, wanted))
+    for (name, version), source in zip(wanted, got):
+        assert source.version == version
+        assert (source.root / name.replace("-", "_")).is_dir(), sorted(p.name for p in source.root.iterdir())
+    assert one(wanted[0]).root == got[0].root
+
+
 def test_manifest_errors_are_clear(tmp_path: Path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("sources:\n  - {kind: dir, name: x}\n")

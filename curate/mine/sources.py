@@ -31,9 +31,11 @@ import fnmatch
 import importlib.metadata as md
 import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
+import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -233,22 +235,22 @@ def _pypi(name: str, version: str | None, cache: Path) -> tuple[Path, md.Distrib
 
 
 def _pip_download(req: str, dl: Path) -> Path:
-    before = set(dl.iterdir())
+    """Download ``req``'s archive into ``dl`` (once); its path. Each call downloads into a
+    private folder first, so calls running at once cannot take each other's archives."""
+    stem = req.split("==")[0].replace("-", "_").replace(".", "_").lower()
+    ver = req.split("==")[1] if "==" in req else ""
+    for p in sorted(dl.iterdir()):  # downloaded earlier
+        name = p.name.lower().replace("-", "_").replace(".", "_")
+        if ver and p.is_file() and name.startswith(f"{stem}_{ver.replace('.', '_').replace('-', '_')}_"):
+            return p
     for binary in (["--only-binary=:all:"], ["--no-binary=:all:"]):
         # the source is read, not installed: a release that needs a newer Python is still minable
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--ignore-requires-python",
-               *binary, "-d", str(dl), req]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=900,
-                           env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
-        new = set(dl.iterdir()) - before
-        if r.returncode == 0:
-            if new:
-                return sorted(new)[0]
-            # already downloaded earlier: find it by name
-            stem = req.split("==")[0].replace("-", "_").lower()
-            hits = [p for p in dl.iterdir() if p.name.lower().replace("-", "_").startswith(stem)]
-            ver = req.split("==")[1] if "==" in req else ""
-            hits = [p for p in hits if ver in p.name]
-            if hits:
-                return sorted(hits)[-1]
+        with tempfile.TemporaryDirectory(dir=dl, prefix=".download-") as tmp:
+            cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--ignore-requires-python",
+                   *binary, "-d", tmp, req]
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=900,
+                               env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+            got = sorted(Path(tmp).iterdir())
+            if r.returncode == 0 and got:
+                return Path(shutil.move(str(got[0]), dl / got[0].name))
     raise SourceUnavailable(f"pip download {req} failed: {r.stderr.strip()[-300:]}")
