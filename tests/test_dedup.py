@@ -184,6 +184,37 @@ def test_op_sequences_of_real_code():
     assert op_sequence(normalize(as_problem(src, "ReLU6"))) == ("hardtanh",)
 
 
+def test_core_is_the_mined_class_and_its_wrapper():
+    from curate.dedup.core import core_text
+
+    glu = inspect.getsource(nn.GLU)
+    code = as_problem("@functools.lru_cache\n" + glu + "\n\ndef helper():\n    return 1\n", "GLU",
+                      header=HEADER + "\n" + ENCODER)
+    core = core_text(code)
+    assert core.startswith("@functools.lru_cache\nclass GLU(Module):") and "def helper" not in core
+    assert "class TransformerEncoderLayer" not in core and "def get_inputs" in core
+    kb = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n"
+    assert core_text(kb) == kb  # KernelBench's format: the whole file is the core
+
+
+def test_a_shared_closure_does_not_make_different_classes_duplicates(tmp_path: Path):
+    """Mined problems carry their library's infrastructure (here the whole of torch's
+    transformer module, 40 KB, before each class): whole-text Jaccard calls two small
+    different classes alike, their cores do not; a renamed copy of one of them with the same
+    closure is still a near-duplicate."""
+    shared = HEADER + "\n" + inspect.getsource(inspect.getmodule(nn.TransformerEncoderLayer))
+    glu, soft = inspect.getsource(nn.GLU), inspect.getsource(nn.Softmax2d)
+    codes = {"glu": as_problem(glu, "GLU", header=shared),
+             "softmax2d": as_problem(soft, "Softmax2d", header=shared),
+             "glu_renamed": as_problem(rename(glu, {"GLU": "GatedUnit", "dim": "axis"}), "GatedUnit",
+                                       header=shared)}
+    assert exact_jaccard(codes["glu"], codes["softmax2d"]) > 0.9  # the closure dominates
+    write_mine(tmp_path, [row(f"p{k}", name, c) for k, (name, c) in enumerate(codes.items())])
+    stats = run(out=tmp_path, kernelbench="none", workers=1)
+    rej = read_rejected(tmp_path / "dedup")
+    assert rej["name"].to_list() == ["glu_renamed"] and stats["near_duplicate_pairs_cores_differ"] >= 1
+
+
 def test_minhash_clusters_are_connected_components():
     v = encoder_variants()
     codes = [v["original"], v["edited"]] + [as_problem(inspect.getsource(c), c.__name__)

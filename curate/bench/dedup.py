@@ -387,11 +387,11 @@ def timed(fn, *args, **kwargs) -> tuple[Any, float, float]:
 
 def dedup_proper(codes: pl.Series, threshold: float, num_perm: int, workers: int | None,
                  backend: str = "rensa") -> dict[str, Any]:
-    """Normalize, shingle, sign (pool), distinct documents, LSH, op check, components."""
+    """Normalize, shingle, sign (pool), distinct documents, LSH, op and core checks, components."""
     from curate.dedup.features import featurize_table
     from curate.dedup.minhash import candidate_arrays, components
     from curate.dedup.exact import MARGIN, FlatShingles, settle
-    from curate.dedup.stage import _Rows, ops_agree_counts
+    from curate.dedup.stage import _Rows, duplicate_pairs
 
     feats = featurize_table(codes, num_perm, workers, backend=backend, description="bench: features")
     first: dict[str, int] = {}
@@ -403,7 +403,7 @@ def dedup_proper(codes: pl.Series, threshold: float, num_perm: int, workers: int
     estimated = (a[sim >= threshold], b[sim >= threshold])
     a, b, sim, _ = settle(_Rows(codes, rows), a, b, sim, threshold,
                           shingles=FlatShingles(feats.shingles, feats.shingle_offsets, rows))
-    agree = ops_agree_counts(feats, rows[a], rows[b])
+    agree, _ = duplicate_pairs(feats, codes, rows, a, b, threshold)
     comp = components(len(rows), (a[agree], b[agree]))
     return {"feats": feats, "rows": rows, "pairs": (a, b, sim), "agree": agree, "comp": comp,
             "estimated": estimated}

@@ -10,8 +10,10 @@ Reads the ``mine`` table (or ``source``) and writes ``OUT/dedup``. Steps:
    with ``backend="datasketch"``), LSH banding for candidate pairs with Jaccard >=
    ``threshold`` (estimated, and computed exactly for the pairs estimated within 0.1 of
    the threshold: :mod:`.exact`), kept when the op names the two documents mention agree
-   (:func:`ops_agree_counts`: torch's ``ReLU`` and ``Mish`` differ by one op), clusters =
-   connected components (:mod:`.minhash`); exact duplicates join their twin's cluster;
+   (:func:`ops_agree_counts`: torch's ``ReLU`` and ``Mish`` differ by one op) and their
+   cores are alike at ``threshold`` too (:mod:`.core`: the mined class and its wrapper,
+   not the closure it shares with its library), clusters = connected components
+   (:mod:`.minhash`); exact duplicates join their twin's cluster;
 3. match every distinct document against KernelBench (:mod:`.decontaminate`): MinHash
    similarity >= ``contamination_threshold`` with agreeing ``forward`` op sequences, or
    an identical op sequence of >= 2 ops, contaminates; a one-op match (torch's ``ReLU``
@@ -63,6 +65,7 @@ from numba import njit
 from curate.dedup import jit  # noqa: F401  (sets numba's cache folder before the decorations below)
 
 from curate.dedup import exact
+from curate.dedup.core import CoreRows
 from curate.dedup.decontaminate import Match, ReferenceIndex, match_pairs
 from curate.dedup.features import FeatureTable, featurize_table
 from curate.dedup.minhash import BACKENDS, candidate_arrays, components, jaccard
@@ -130,6 +133,26 @@ def _ops_agree(ops, offsets, rows_a, rows_b, agreement):
             continue
         out[k] = 2 * common / (na + nb) >= agreement
     return out
+
+
+def duplicate_pairs(feats: FeatureTable, codes, doc_rows: np.ndarray, a: np.ndarray, b: np.ndarray,
+                    threshold: float) -> tuple[np.ndarray, int]:
+    """Which pairs of documents ``(a[k], b[k])`` found alike by Jaccard over the whole text are
+    near-duplicates: those that also mention the same ops (torch's ReLU and Mish differ by one
+    call and pass 0.8 Jaccard, but are different kernels to write) and whose cores
+    (:func:`curate.dedup.core.core_text`: the mined class, not the closure it shares with the
+    rest of its library) are alike at ``threshold`` by exact Jaccard.
+
+    Returns:
+        (``bool`` array, one entry per pair; how many pairs the core check turned down).
+    """
+    agree = ops_agree_counts(feats, doc_rows[a], doc_rows[b])
+    idx = np.flatnonzero(agree)
+    if not len(idx):
+        return agree, 0
+    sims = exact.pair_jaccard_exact(CoreRows(codes, doc_rows), a[idx], b[idx], floor=threshold)
+    agree[idx] = sims >= threshold
+    return agree, int((sims < threshold).sum())
 
 
 class _Rows:
@@ -209,9 +232,7 @@ def run(out: Path | str, source: Path | str | None = None, threshold: float = 0.
             if feats.shingles is not None else None)
     a, b, sim, checked = exact.settle(doc_codes, a, b, sim, threshold, shingles=kept)
     feats.shingles = feats.shingle_offsets = None  # not needed any more
-    # Near-duplicates must also compute the same thing: torch's ReLU and Mish differ by one
-    # call and pass 0.8 Jaccard, but are different kernels to write.
-    agree = ops_agree_counts(feats, doc_rows[a], doc_rows[b])
+    agree, cores_differ = duplicate_pairs(feats, codes, doc_rows, a, b, threshold)
     comp = components(len(doc_rows), (a[agree], b[agree]))
     steps["lsh_and_clusters"] = time.monotonic() - t
 
@@ -261,7 +282,8 @@ def run(out: Path | str, source: Path | str | None = None, threshold: float = 0.
         "chunks_in_workers": feats.chunks_in_workers,
         "near_duplicate_pairs": int(agree.sum()),
         "pairs_checked_exactly": checked,
-        "near_duplicate_pairs_ops_disagree": int((~agree).sum()),
+        "near_duplicate_pairs_ops_disagree": int((~agree).sum()) - cores_differ,
+        "near_duplicate_pairs_cores_differ": cores_differ,
         **counts, **ref_info,
         "step_seconds": {k: round(v, 3) for k, v in steps.items()},
     }
