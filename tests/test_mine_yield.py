@@ -569,6 +569,15 @@ def test_mined_code_imports_only_what_a_problem_may_import_whatever_is_installed
                     return x.sum(-1)  # the fallback: one dimension fewer
     """), "Fallback", "t", 20)
     assert len(prob["output_shapes"][0]) == len(prob["input_spec"][0]["shape"]) - 1
+    probe = synthesize(textwrap.dedent("""
+        import importlib.util
+        import torch
+        from torch import nn
+        class Probe(nn.Module):
+            def forward(self, x):  # an availability check answers as where scipy is absent
+                return x if importlib.util.find_spec("scipy") is None else x.sum(-1)
+    """), "Probe", "t", 20)
+    assert len(probe["output_shapes"][0]) == len(probe["input_spec"][0]["shape"])
     assert _synth("""
         class Lazy(nn.Module):
             def forward(self, x):

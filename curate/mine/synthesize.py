@@ -20,17 +20,20 @@ Only torch and the standard library are imported.
 from __future__ import annotations
 
 import ast
+import contextlib
+import functools
 import hashlib
-import importlib.abc
+import importlib.metadata
 import inspect
 import math
+import pkgutil
 import re
 import sys
 import textwrap
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 from torch import nn
@@ -784,36 +787,43 @@ def _literal_ok(value: Any) -> bool:
 
 #: What a problem may import besides the packages its own top-level import lines name: the
 #: standard library, torch, numpy and typing_extensions (the closure's contract,
-#: :data:`curate.mine.closure.RUNTIME_MODULES`).
-_RUNTIME = frozenset(sys.stdlib_module_names) | {"torch", "typing_extensions", "numpy"}
-_MINED_MODULES = ("curate_mined", "curate_problem_")  # the names exec_source gives mined code
+#: :data:`curate.mine.closure.RUNTIME_MODULES`), and what torch itself requires (sympy,
+#: networkx, jinja2, ...: present wherever torch is).
+_RUNTIME = frozenset(sys.stdlib_module_names) | {"torch", "typing_extensions", "numpy", "curate"}
 
 
-class ProblemImports(importlib.abc.MetaPathFinder):
-    """An import hook that refuses the mined code's own imports of packages outside
-    ``allowed`` (a function's ``import scipy``), whatever this machine has installed: a
-    problem must run where only torch and numpy are, and a synthesis must not depend on the
-    machine it runs on. Imports made by allowed packages (torch's lazy ones) pass.
-    """
+@functools.lru_cache(maxsize=1)
+def _torch_requirements() -> frozenset[str]:
+    """Top-level import names of torch's required distributions, transitively."""
+    seen: set[str] = set()
+    todo = ["torch"]
+    names: set[str] = set()
+    while todo:
+        dist = todo.pop()
+        if dist in seen:
+            continue
+        seen.add(dist)
+        try:
+            d = importlib.metadata.distribution(dist)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        todo += [re.split(r"[ ;<>=!~\[(]", r, maxsplit=1)[0].lower().replace("_", "-")
+                 for r in d.requires or [] if "extra ==" not in r]
+        for f in d.files or []:
+            top = f.parts[0]
+            if top != ".." and not top.endswith((".dist-info", ".data", ".pth")):
+                names.add(top.removesuffix(".py"))
+    return frozenset(names)
 
-    def __init__(self, allowed: frozenset[str]):
-        self.allowed = allowed
 
-    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> None:
-        if fullname.partition(".")[0] in self.allowed:
-            return None
-        frame = sys._getframe(1)
-        while frame is not None and (frame.f_code.co_filename.startswith("<frozen")
-                                     or str(frame.f_globals.get("__name__", "")).startswith("importlib")):
-            frame = frame.f_back  # the import machinery and importlib.import_module
-        if frame is not None and str(frame.f_globals.get("__name__", "")).startswith(_MINED_MODULES):
-            raise ModuleNotFoundError(f"No module named {fullname!r} (a problem may import the standard "
-                                      "library, torch and numpy)", name=fullname)
-        return None
-
-
-def problem_imports(closure_source: str) -> ProblemImports:
-    """The hook for a closure: :data:`_RUNTIME` and the packages of its top-level imports."""
+@contextlib.contextmanager
+def problem_imports(closure_source: str) -> Iterator[None]:
+    """While synthesizing a closure, make every package installed here that a problem may not
+    import look absent to it (``sys.modules[name] = None``: ``import scipy`` raises
+    ModuleNotFoundError, ``importlib.util.find_spec("scipy")`` returns None, as where only
+    torch and numpy are). Allowed: :data:`_RUNTIME`, torch's requirements and the packages the
+    closure's top-level imports name (a source marked importable). A problem then cannot lean
+    on a package this machine happens to have, and outcomes do not depend on the machine."""
     named: set[str] = set()
     try:
         for node in ast.parse(closure_source).body:
@@ -823,7 +833,19 @@ def problem_imports(closure_source: str) -> ProblemImports:
                 named.add(node.module.partition(".")[0])
     except SyntaxError:
         pass
-    return ProblemImports(_RUNTIME | named)
+    allowed = _RUNTIME | _torch_requirements() | named
+    blocked = {m.name for m in pkgutil.iter_modules() if m.name not in allowed and not m.name.startswith("_")}
+    saved = {name: sys.modules.get(name) for name in blocked}
+    for name in blocked:
+        sys.modules[name] = None
+    try:
+        yield
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
 
 
 def synthesize(closure_source: str, class_name: str, doc: str, budget_s: float = 20.0) -> dict[str, Any]:
@@ -835,12 +857,8 @@ def synthesize(closure_source: str, class_name: str, doc: str, budget_s: float =
     Raises:
         SynthesisError: as :func:`_synthesize`.
     """
-    hook = problem_imports(closure_source)
-    sys.meta_path.insert(0, hook)
-    try:
+    with problem_imports(closure_source):
         return _synthesize(closure_source, class_name, doc, budget_s)
-    finally:
-        sys.meta_path.remove(hook)
 
 
 def _synthesize(closure_source: str, class_name: str, doc: str, budget_s: float = 20.0) -> dict[str, Any]:
