@@ -124,7 +124,8 @@ def run(manifest: Path | str, out: Path | str, workers: int | None = None, timeo
             ``python -m curate.mine.offload`` on another machine, see :mod:`curate.mine.offload`)
             and stop; returns ``{"stage", "exported", "pending_file"}``.
         import_outcomes: outcome files of ``curate.mine.offload``: merged into the journal
-            (for items still pending) before synthesis, which then runs what is left.
+            (for items still pending, and over rejections made by another version of the
+            synthesis code) before synthesis, which then runs what is left.
     Raises:
         ManifestError: the manifest is malformed.
         ValueError: an unknown executor.
@@ -244,7 +245,10 @@ def _run(manifest: Path | str, out: Path | str, entries: list[dict], cache: Path
     if import_outcomes:
         wanted = set(keys)
         for key, value in read_outcomes(import_outcomes):
-            if key in wanted and pending(key):
+            cur = journal.get(key)
+            # an offloaded outcome fills a pending item, or replaces a rejection another
+            # version of the synthesis code made (it was exported to be redone)
+            if key in wanted and (pending(key) or (not cur["ok"] and cur.get("synthesis") != value.get("synthesis"))):
                 journal.add(key, value)
                 imported += 1
     todo = interleave([i for i, k in enumerate(keys) if pending(k)],
