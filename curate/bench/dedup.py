@@ -528,7 +528,7 @@ def precision_recall(df: pl.DataFrame, args) -> dict[str, Any]:
         in_sample(ea, eb, np.ones(len(ea), dtype=bool)))
     out["rensa + banding + exact check near the threshold (as dedup runs), pairs"] = score(
         in_sample(a, b, ones))
-    out["... after the op-name check"] = score(in_sample(a, b, agree))
+    out["... after the op-name and core checks"] = score(in_sample(a, b, agree))
     label = comp[sample]
     same = {(x, y) for x in range(len(sample)) for y in range(x + 1, len(sample)) if label[x] == label[y]} \
         if len(sample) <= 5000 else set()

@@ -12,7 +12,6 @@ diffusers blocks of 260 KB at 0.92. Near-duplicates must also be alike in their 
 from __future__ import annotations
 
 import re
-from typing import Sequence
 
 _MODEL = re.compile(r"class Model\((\w+)\)\s*:")
 # the next top-level statement: a line that starts with neither blank space, a comment, nor
@@ -44,17 +43,3 @@ def core_text(code: str) -> str:
     end = _TOP.search(code, line_end, at + 1) if line_end >= 0 else None
     stop = end.start() if end is not None else at
     return code[start + 1:stop + 1] + code[at + 1:]
-
-
-class CoreRows:
-    """``core_text(codes[rows[k]])`` as a sequence indexed by ``k``."""
-
-    def __init__(self, codes: Sequence[str], rows: Sequence[int]):
-        self.codes, self.rows = codes, rows
-
-    def __getitem__(self, k: int) -> str:
-        code = self.codes[int(self.rows[k])]
-        return core_text(code) if code is not None else code
-
-    def __len__(self) -> int:
-        return len(self.rows)

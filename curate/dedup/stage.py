@@ -55,6 +55,7 @@ from __future__ import annotations
 import os
 import time
 from collections import Counter, defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -65,11 +66,12 @@ from numba import njit
 from curate.dedup import jit  # noqa: F401  (sets numba's cache folder before the decorations below)
 
 from curate.dedup import exact
-from curate.dedup.core import CoreRows
+from curate.dedup.core import core_text
 from curate.dedup.decontaminate import Match, ReferenceIndex, match_pairs
 from curate.dedup.features import FeatureTable, featurize_table
 from curate.dedup.minhash import BACKENDS, candidate_arrays, components, jaccard
 from curate.dedup.reference import ReferenceUnavailable, resolve
+from curate.dedup.tokens import normalize_batch
 from curate.table import REJECT_COLUMNS, previous_stage, read_problems, stage_dir, write_stage
 
 __all__ = ["run", "ReferenceUnavailable"]
@@ -150,7 +152,22 @@ def duplicate_pairs(feats: FeatureTable, codes, doc_rows: np.ndarray, a: np.ndar
     idx = np.flatnonzero(agree)
     if not len(idx):
         return agree, 0
-    sims = exact.pair_jaccard_exact(CoreRows(codes, doc_rows), a[idx], b[idx], floor=threshold)
+    # the cores of the documents in those pairs, normalized by compiled code on every core
+    docs = np.unique(np.concatenate([a[idx], b[idx]]))
+    rows = doc_rows[docs]
+    texts = codes.gather(rows).to_list() if isinstance(codes, pl.Series) else [codes[int(r)] for r in rows]
+    texts = [core_text(t) if t is not None else t for t in texts]
+    parts = [p for p in np.array_split(np.arange(len(texts)), min(len(texts), os.cpu_count() or 1)) if len(p)]
+    with ThreadPoolExecutor(len(parts)) as pool:  # the compiled pass releases the GIL
+        batches = list(pool.map(lambda p: normalize_batch([texts[i] for i in p]), parts))
+    values = np.concatenate([bt.shingles for bt in batches])
+    sizes = np.concatenate([np.diff(bt.shingle_offsets) for bt in batches])
+    offsets = np.zeros(len(sizes) + 1, dtype=np.int64)
+    np.cumsum(sizes, out=offsets[1:])
+    where = np.full(len(doc_rows), -1, dtype=np.int64)
+    where[docs] = np.arange(len(docs))
+    sims = exact.pair_jaccard_exact(None, a[idx], b[idx], floor=threshold,
+                                    shingles=exact.FlatShingles(values, offsets, where))
     agree[idx] = sims >= threshold
     return agree, int((sims < threshold).sum())
 
