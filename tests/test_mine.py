@@ -208,11 +208,17 @@ def test_a_run_killed_with_sigkill_resumes_to_the_same_table(mined_run: Path, tm
 
     stats = run(manifest=manifest, out=out, workers=2, timeout_s=30)
     assert stats["resumed"] >= 6
-    assert not journal.exists()  # removed once the table is written
+    assert not journal.exists()  # kept as the finished run's outcomes once the table is written
     cols = ["problem_id", "name", "code", "init_args", "input_spec"]
     assert read_problems(out / "mine").select(cols).equals(read_problems(mined_run / "mine").select(cols))
     rej = ["problem_id", "reject_reason"]
     assert read_rejected(out / "mine").select(rej).equals(read_rejected(mined_run / "mine").select(rej))
+    # a later run (a source added to the manifest, say) synthesizes nothing it has done before
+    assert (out / "mine" / "_synthesized.jsonl").exists()
+    again = run(manifest=manifest, out=out, workers=2, timeout_s=30)
+    assert again["resumed"] == sum(again["sources"][s]["module_classes"] for s in again["sources"]) - sum(
+        sum(again["sources"][s]["closure_rejected"].values()) for s in again["sources"])
+    assert read_problems(out / "mine").select(cols).equals(read_problems(mined_run / "mine").select(cols))
 
 
 def test_module_alias_reads_are_inlined(tmp_path: Path):
@@ -255,20 +261,17 @@ def test_a_namespace_comes_after_the_definitions_it_binds_in_an_import_cycle():
     assert _namespaces_last(order, deps) == ["pkg._compile", _NS + "pkg", "pkg.nn.conv"]
 
 
-def test_retry_synthesizes_journaled_rejections_again(mined_run: Path, tmp_path: Path, monkeypatch):
-    """A stopped run's journal may hold rejections an older synthesizer made: ``retry`` redoes
+def test_retry_synthesizes_journaled_rejections_again(mined_run: Path, tmp_path: Path):
+    """A run's outcomes may hold rejections an older synthesizer made: ``retry`` redoes
     the items rejected for the named reasons by another version of the synthesis code and
     keeps every other journaled outcome."""
     import json
 
-    from curate.journal import Journal
-
     manifest = tmp_path / "manifest.yaml"
     manifest.write_text((mined_run / "manifest.yaml").read_text())
     out = tmp_path / "out"
-    monkeypatch.setattr(Journal, "remove", lambda self: None)  # keep the journal, as a stopped run does
     run(manifest=manifest, out=out, workers=2, timeout_s=30)
-    journal = out / "mine" / "_journal.jsonl"
+    journal = out / "mine" / "_synthesized.jsonl"  # the finished run's outcomes, read by the next run
     lines = journal.read_text().splitlines()
     items = [json.loads(line) for line in lines[1:]]
     ok = [i for i in items if i["value"]["ok"]]

@@ -890,3 +890,96 @@ def test_a_placeholder_module_has_a_version_for_import_time_checks():
     assert not isinstance(torch.ones(1), pil.Image.Image)
     with pytest.raises(ImportError, match="PIL.Image.open is not available"):
         pil.Image.open("x.png")
+
+
+def _typecheck_layer(decorator):
+    """NeMo's pattern: ``typecheck`` is a class whose method is the wrapt wrapper, bound per
+    decorated function; the wrapper sees the module as ``instance``."""
+    seen = []
+
+    class typecheck:
+        enabled = True
+
+        def __call__(self, wrapped):
+            return self.wrapped_call(wrapped)
+
+        @decorator(enabled=lambda: typecheck.enabled)
+        def wrapped_call(self, wrapped, instance, args, kwargs):
+            seen.append((type(instance).__name__, len(args), sorted(kwargs)))
+            return wrapped(*args, **kwargs) * 2
+
+    class Layer(torch.nn.Module):
+        @typecheck()
+        def forward(self, x, scale=1.0):
+            """doubles"""
+            return x * scale
+
+    return Layer, typecheck, seen
+
+
+def test_wrapt_standin_binds_methods_and_follows_enabled_as_wrapt_does():
+    import wrapt
+
+    for decorator in (_standin("wrapt").decorator, wrapt.decorator):
+        Layer, typecheck, seen = _typecheck_layer(decorator)
+        layer = Layer()
+        assert layer(torch.ones(2), scale=3.0).tolist() == [6.0, 6.0]
+        assert seen == [("Layer", 1, ["scale"])] and Layer.forward.__doc__ == "doubles"
+        typecheck.enabled = False  # asked at each call
+        assert layer(torch.ones(2)).tolist() == [1.0, 1.0] and len(seen) == 1
+
+        @decorator
+        def plus_one(wrapped, instance, args, kwargs):
+            seen.append(instance)
+            return wrapped(*args, **kwargs) + 1
+
+        @plus_one
+        def f(a):
+            return a
+
+        assert f(1) == 2 and seen[-1] is None
+
+
+def test_file_reads_and_argument_free_loggers_are_made_exec_safe(tmp_path: Path):
+    """torchvision's extension loader and modelscope's index read ``__file__`` at import time
+    (an exec-based harness defines none); modelscope's ``logger = get_logger()`` helper calls a
+    function defined further down its file, at import time."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "logs.py").write_text(textwrap.dedent("""
+        import logging
+        def get_logger(log_level=logging.INFO):
+            if is_dist():
+                raise RuntimeError("distributed")
+            return logging.getLogger("pkg")
+        def is_dist():
+            return False
+    """))
+    (pkg / "model.py").write_text(textwrap.dedent("""
+        import logging, os
+        from torch import nn
+        from pkg.logs import get_logger
+        logger = get_logger(log_level=logging.WARNING)
+        HERE = os.path.dirname(__file__)
+        VERBOSE = bool(os.environ.get("PKG_VERBOSE"))
+        if VERBOSE:
+            logger.info("loaded from %s", HERE)
+            SCALE = 2
+        else:
+            SCALE = 1
+        class Net(nn.Module):
+            def forward(self, x):
+                logger.debug(HERE)
+                return (x + len(HERE)) * SCALE
+    """))
+    src = Resolver(tmp_path, {}).closure("pkg.model", "Net").source
+    assert "def get_logger" not in src and "logger = logging.getLogger(__name__)" in src
+    assert src.index("logger = logging.getLogger") < src.index("logger.info")
+    assert src.index('__file__ = globals().get("__file__", "")') < src.index("HERE = ")
+    ns: dict = {"__name__": "problem"}
+    exec(compile(src, "net", "exec"), ns)
+    assert ns["Net"]()(torch.zeros(1)).tolist() == [0.0]
+    ns = {"__name__": "problem", "__file__": "/models/net.py"}  # run as a file, it keeps its own
+    exec(compile(src, "net", "exec"), ns)
+    assert ns["Net"]()(torch.zeros(1)).tolist() == [len("/models")]

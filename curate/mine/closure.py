@@ -53,10 +53,10 @@ _BUILTINS = set(dir(builtins)) | {"__file__", "__name__", "__doc__", "__class__"
 _SHIM = "<shim>"  # prefix of the pseudo-module a stand-in is indexed under
 _NS = "<ns>"  # prefix of a namespace's node in the emission order
 _MISSING = "<miss>"  # prefix of a placeholder's node in the emission order
-_IMPORTS = ("<import>", "<from>", "<module>", "<missing>", "<logger>")
+_IMPORTS = ("<import>", "<from>", "<module>", "<missing>", "<logger>", "<file>")
 # `logger = get_logger(__name__)`, `_LOG = logging_utils.get_logger(__name__, "DEBUG")`
 _LOGGER_STMT = re.compile(r"\s*_*(?:logger|log|LOGGER|LOG|Logger)\w*\s*(?::[^=]+)?=\s*([\w.]*(?:log|Log|LOG)\w*)"
-                          r"\(\s*__name__\s*(?:,[^()]*)?\)\s*$")
+                          r"\([^()]*\)\s*$")
 
 # An entity is what a name denotes: (module, name) for a definition in the source or a shim,
 # ("<import>", "a.b") and ("<from>", "a:b") for run-time `import a.b` / `from a import b`,
@@ -352,6 +352,11 @@ class Resolver:
             self._materialize(("<import>", "types"), "types", st, via)
             st.first_seen.setdefault(_NS + target, len(st.first_seen))
             return name
+        if kind == "<file>":
+            name = st.claim(ent, want)
+            st.missing[name] = f'{name} = globals().get("__file__", "")'
+            st.first_seen.setdefault(_MISSING + name, len(st.first_seen))
+            return name
         if kind == "<logger>":
             name = st.claim(ent, want)
             logging_name = self._materialize(("<import>", "logging"), "logging", st, via)
@@ -385,7 +390,7 @@ class Resolver:
 
     def _library_logger(self, module: str, idx: FileIndex, defining: list[int]) -> bool:
         """Whether the definition is a module logger made by the source's own logging helper
-        (``logger = get_logger(__name__)``). Such helpers set up handlers, log folders
+        (``logger = get_logger(__name__)``, ``get_logger(log_level=logging.WARNING)``). Such helpers set up handlers, log folders
         (super-gradients makes ``~/sg_logs``) and environment reads, none of it part of a
         problem: the logger becomes the standard library's ``logging.getLogger(__name__)``.
         Helpers with a stand-in (transformers' logger warns once) are kept."""
@@ -555,6 +560,11 @@ class Resolver:
             ent = self.locate(module, used)
         except ClosureError as exc:
             raise ClosureError(exc.reason, f"{exc.detail} (needed for {via})") from None
+        if ent is None and used == "__file__":
+            # read at import time to find data files next to the module (torchvision's
+            # extension loader, modelscope's index): an exec-based harness defines no
+            # `__file__`, so the problem binds it to "" there (data files stay missing)
+            ent = ("<file>", "__file__")
         if ent is None:
             if used not in _BUILTINS:
                 st.unresolved.add(f"{module}.{used}")
@@ -708,9 +718,14 @@ def _dep_node(ent: Entity, st: _State) -> str | None:
     """The emission-order node that defines ``ent`` (None for an import line)."""
     if ent[0] == "<module>":
         return _NS + ent[1]
-    if ent[0] in ("<missing>", "<logger>"):
+    if ent[0] in ("<missing>", "<logger>", "<file>"):
         return _MISSING + st.names[ent]
-    return None if ent[0] in _IMPORTS else ent[0]
+    if ent[0] in _IMPORTS:
+        return None
+    owner = st.taken.get(st.names.get(ent, ""))
+    if owner is not None and owner[0] == "<logger>":  # a library logger, made a stdlib one
+        return _MISSING + st.names[ent]
+    return ent[0]
 
 
 def _common_prefix(a: str, b: str) -> int:

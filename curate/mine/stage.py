@@ -229,7 +229,13 @@ def _run(manifest: Path | str, out: Path | str, entries: list[dict], cache: Path
     # exist) is not part of the fingerprint: a source added to the manifest, or a larger
     # --limit, resumes a stopped run instead of discarding its finished syntheses.
     settings = {"journal": 2, "timeout_s": timeout_s, "mem_mb": mem_mb}
-    journal = Journal(stage_dir(out, "mine") / "_journal.jsonl", settings)
+    journal_path = stage_dir(out, "mine") / "_journal.jsonl"
+    # A finished run keeps its outcomes (keyed by closure content) as a cache: sources added
+    # to the manifest later, or changed closures, are all a new run synthesizes.
+    finished = stage_dir(out, "mine") / "_synthesized.jsonl"
+    if finished.exists() and not journal_path.exists():
+        finished.rename(journal_path)
+    journal = Journal(journal_path, settings)
     keys = [content_key(row["problem_id"], args[0]) for row, args in tasks]
     plan = stage_dir(out, "mine") / "_plan.json"  # for progress reports on a running or stopped run
     plan.write_text(json.dumps({"sources": per_source, "tasks": {
@@ -282,6 +288,6 @@ def _run(manifest: Path | str, out: Path | str, entries: list[dict], cache: Path
                         extra={"sources": per_source, "resumed": journal.resumed, "executor": ex.kind,
                                "workers": ex.workers, "imported_outcomes": imported,
                                "phase_seconds": {k: round(v, 2) for k, v in phases.items()}})
-    journal.remove()
+    journal.path.rename(finished)
     plan.unlink(missing_ok=True)
     return stats

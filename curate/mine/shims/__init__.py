@@ -52,6 +52,7 @@ STAND_INS: dict[str, str] = {
     "mne.utils": "mne_utils.py",
     "environs": "environs.py",
     "decorator": "decorator.py",
+    "wrapt": "wrapt.py",
     "huggingface_hub": "huggingface_hub.py",
     "huggingface_hub.utils": "huggingface_hub.py",
     "beartype": "beartype.py",
