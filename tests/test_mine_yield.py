@@ -983,3 +983,30 @@ def test_file_reads_and_argument_free_loggers_are_made_exec_safe(tmp_path: Path)
     ns = {"__name__": "problem", "__file__": "/models/net.py"}  # run as a file, it keeps its own
     exec(compile(src, "net", "exec"), ns)
     assert ns["Net"]()(torch.zeros(1)).tolist() == [len("/models")]
+
+
+def test_a_dotted_import_in_a_version_check_is_the_modules_own_package(tmp_path: Path):
+    """nnAudio and funasr import ``torch.fft`` inside a torch-version check: that binds the
+    ``torch`` imported at the top, not a second definition to rename (``torch_2``)."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "spec.py").write_text(textwrap.dedent("""
+        import torch
+        from torch import nn
+        major = int(torch.__version__.split(".")[0])
+        if major >= 1:
+            NEW_FFT = True
+            import torch.fft
+        else:
+            NEW_FFT = False
+        class Spectrum(nn.Module):
+            def forward(self, x):
+                y = torch.fft.rfft(x) if NEW_FFT else None
+                return torch.view_as_real(y)
+    """))
+    src = Resolver(tmp_path, {}).closure("pkg.spec", "Spectrum").source
+    assert "torch_2" not in src and "import torch.fft" in src
+    ns: dict = {"__name__": "problem"}
+    exec(compile(src, "spectrum", "exec"), ns)
+    assert ns["Spectrum"]()(torch.ones(8)).shape == (5, 2)

@@ -222,8 +222,9 @@ def _ast_registers(node: ast.stmt) -> bool:
             and isinstance(node.value.func, ast.Attribute) and isinstance(node.value.func.value, ast.Name))
 
 
-def _ast_block_defines(node: ast.AST) -> list[str]:
-    """Names bound in an if/try block, in source order (libcst's :func:`_block_defines`)."""
+def _ast_block_defines(node: ast.AST, dotted: set[str] | None = None) -> list[str]:
+    """Names bound in an if/try block, in source order (libcst's :func:`_block_defines`);
+    ``dotted`` collects the names bound only by ``import a.b`` (the package ``a``)."""
     names: list[str] = []
     stack = [node]
     while stack:
@@ -237,6 +238,8 @@ def _ast_block_defines(node: ast.AST) -> list[str]:
             for a in n.names:
                 if a.name != "*":
                     names.append(a.asname or a.name.split(".")[0])
+                    if dotted is not None and isinstance(n, ast.Import) and a.asname is None and "." in a.name:
+                        dotted.add(names[-1])
         else:
             stack.extend(reversed(list(ast.iter_child_nodes(n))))
     return names
@@ -363,7 +366,12 @@ def index_source_ast(text: str, module: str, is_package: bool = False) -> FileIn
         elif isinstance(node, ast.If) and (_ast_dotted(node.test) or "").endswith("TYPE_CHECKING"):
             continue
         elif isinstance(node, (ast.If, ast.Try)):
-            defines = _ast_block_defines(node)
+            dotted: set[str] = set()
+            defines = _ast_block_defines(node, dotted)
+            # `import torch.fft` in a version check binds the `torch` the module imported at
+            # the top: not a definition of its own (it was renamed `torch_2`, and
+            # `import torch.fft as torch_2` then bound the submodule)
+            defines = [d for d in defines if d not in dotted or idx.imports.get(d) != Binding(d, None)]
             if defines:
                 idx.stmts.append(Stmt(code, defines, *_ast_uses([node]), "block"))
     return idx
