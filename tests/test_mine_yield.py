@@ -1010,3 +1010,47 @@ def test_a_dotted_import_in_a_version_check_is_the_modules_own_package(tmp_path:
     ns: dict = {"__name__": "problem"}
     exec(compile(src, "spectrum", "exec"), ns)
     assert ns["Spectrum"]()(torch.ones(8)).shape == (5, 2)
+
+
+def test_tqdm_six_and_distutils_standins(tmp_path: Path):
+    """allennlp picks its progress bar in an import-time ``if`` (the stand-in must come before
+    that block); ``six.add_metaclass`` and ``distutils.version`` (gone in Python 3.12) keep
+    their Python 3 meaning."""
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "bars.py").write_text(textwrap.dedent("""
+        import os
+        if os.environ.get("PKG_NOTEBOOK"):
+            from tqdm import tqdm_notebook as _tqdm
+        else:
+            from tqdm import tqdm as _tqdm
+        def total(xs):
+            return sum(x for x in _tqdm(xs, desc="sum"))
+    """))
+    (pkg / "layer.py").write_text(textwrap.dedent("""
+        from torch import nn
+        from pkg.bars import total
+        class Layer(nn.Module):
+            def forward(self, x):
+                return x * total([1, 2, 3])
+    """))
+    src = Resolver(tmp_path, {}).closure("pkg.layer", "Layer").source
+    assert "tqdm" not in imported(src) and src.index("class tqdm") < src.index("if os.environ")
+    ns: dict = {"__name__": "problem"}
+    exec(compile(src, "layer", "exec"), ns)
+    assert ns["Layer"]()(torch.ones(2)).tolist() == [6.0, 6.0]
+
+    six = _standin("six")
+
+    class Meta(type):
+        tagged = True
+
+    @six.add_metaclass(Meta)
+    class Tagged:
+        __slots__ = ("a",)
+
+    assert type(Tagged) is Meta and Tagged.tagged and six.string_types == (str,)
+    loose = _standin("distutils.version").LooseVersion
+    assert loose("1.10.0") > loose("1.9.2") and loose("2.1") >= "2.1" and loose("1.7") < "1.7.1"
+    assert loose("2.0.0a1") > "2.0.0" and loose(torch.__version__) > "1.8"  # distutils' own order

@@ -493,6 +493,10 @@ class Resolver:
                             st.failed.add(ent)
                             raise
                         st = trial
+                    if idx.stmts[i].kind == "block":  # runs at import: its definition comes first
+                        dep = _dep_node(ent, st)
+                        if dep is not None and dep != module:
+                            st.file_deps.setdefault(module, set()).add(dep)
                     ref = f"__curate_ref_{len(st.refmarks)}__"
                     st.refmarks[ref] = ent
                     lines.append(f"{local} = {ref}")
