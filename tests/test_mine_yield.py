@@ -1054,3 +1054,26 @@ def test_tqdm_six_and_distutils_standins(tmp_path: Path):
     loose = _standin("distutils.version").LooseVersion
     assert loose("1.10.0") > loose("1.9.2") and loose("2.1") >= "2.1" and loose("1.7") < "1.7.1"
     assert loose("2.0.0a1") > "2.0.0" and loose(torch.__version__) > "1.8"  # distutils' own order
+
+
+def test_a_config_of_another_package_becomes_a_namespace_of_what_is_read():
+    """modelscope's BERT heads take a ``config`` whose class the file does not define (it came
+    from transformers): the constructor's ``AttributeError`` on a guessed plain value turns it
+    into ``types.SimpleNamespace`` holding each attribute read, one per error; a parameter read
+    as a mapping (``opts.get``) becomes a dict of its defaults."""
+    source = textwrap.dedent("""
+        import torch
+        from torch import nn
+        class Head(nn.Module):
+            def __init__(self, config, opts):
+                super().__init__()
+                self.proj = nn.Linear(config.hidden_size, config.num_labels)
+                self.norm = nn.LayerNorm(config.num_labels, eps=opts.get("eps", 1e-5))
+            def forward(self, x):
+                return self.norm(self.proj(x))
+    """)
+    got = synthesize(source, "Head", "doc", budget_s=60)
+    config, opts = got["init_args"]
+    assert set(config) == {"hidden_size", "num_labels"} and opts == {}
+    assert "types.SimpleNamespace(**config)" in got["code"]
+    run_alone(got["code"])

@@ -25,6 +25,7 @@ import dataclasses
 import inspect
 import re
 import textwrap
+import types
 from typing import Any
 
 import torch
@@ -57,10 +58,24 @@ class ConfigArg:
         return ConfigArg(self.cls_name, tuple(sorted({**self.as_dict(), key: value}.items())))
 
 
+@dataclasses.dataclass(frozen=True)
+class NamespaceArg(ConfigArg):
+    """A configuration object the file does not define (modelscope's and LAVIS's ``config``,
+    super-gradients' ``arch_params``): ``types.SimpleNamespace(**values)``, holding the
+    attributes the constructor was seen to read, one added per ``AttributeError``."""
+
+    cls_name: str = "types.SimpleNamespace"
+
+    def with_value(self, key: str, value: Any) -> "NamespaceArg":
+        return NamespaceArg(self.cls_name, tuple(sorted({**self.as_dict(), key: value}.items())))
+
+
 def build(value: Any, ns: dict[str, Any]) -> Any:
     """The object a guess stands for, in namespace ``ns``."""
     if isinstance(value, Expr):
         return eval(value.code, ns)
+    if isinstance(value, NamespaceArg):
+        return types.SimpleNamespace(**value.as_dict())
     if isinstance(value, ConfigArg):
         return ns[value.cls_name](**value.as_dict())
     return value

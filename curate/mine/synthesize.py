@@ -42,8 +42,10 @@ from curate.mine.guess import (
     C,
     HW,
     SEQ,
+    _CONFIG_RE,
     ConfigArg,
     Expr,
+    NamespaceArg,
     alternatives,
     build,
     guess,
@@ -117,6 +119,9 @@ def _init_signature(cls: type) -> list[tuple[str, inspect.Parameter]]:
 
 def _key(kwargs: dict[str, Any]) -> str:
     return repr(sorted(kwargs.items(), key=lambda kv: kv[0]))
+
+
+_PLAIN_TYPES = {"int", "float", "str", "bool", "NoneType", "dict", "list", "tuple"}
 
 
 class ConstructorSearch:
@@ -196,15 +201,21 @@ class ConstructorSearch:
 
     def _repairs(self, kwargs: dict[str, Any], msg: str, line: str = "") -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
-        m = re.search(r"'(\w+)' object has no attribute '(\w+)'", msg)
+        m = re.search(r"'([\w.]+)' object has no attribute '(\w+)'", msg)
         if m:  # a configuration lacks an attribute the module reads: give it one
+            attr = m.group(2)
+            p = inspect.Parameter(attr, inspect.Parameter.KEYWORD_ONLY)
+            values = [g for g in guess(attr, p, self.cls, {})[:2] if not isinstance(g, (Expr, ConfigArg))]
             for n, v in kwargs.items():
-                if isinstance(v, ConfigArg) and v.cls_name == m.group(1):
-                    attr = m.group(2)
-                    p = inspect.Parameter(attr, inspect.Parameter.KEYWORD_ONLY)
-                    for g in guess(attr, p, self.cls, {})[:2]:
-                        if not isinstance(g, (Expr, ConfigArg)):
-                            out.append({**kwargs, n: v.with_value(attr, g)})
+                if isinstance(v, ConfigArg) and v.cls_name.rsplit(".", 1)[-1] == m.group(1).rsplit(".", 1)[-1]:
+                    out += [{**kwargs, n: v.with_value(attr, g)} for g in values]
+            # a plain value where the constructor reads attributes: an object the file does
+            # not define (a config of another package): a namespace of what is read
+            for n in self._config_params(kwargs, m.group(1), line):
+                if attr in ("get", "items", "keys", "values"):  # read as a mapping: its defaults
+                    out.append({**kwargs, n: {}})
+                else:
+                    out += [{**kwargs, n: NamespaceArg(values=((attr, g),))} for g in values[:1]]
         m = re.search(r"missing \d+ required (?:positional|keyword-only) arguments?: (.*)", msg)
         if m and self.var_kw:  # a layer built from this class's **kwargs needs more of them
             missing = re.findall(r"'(\w+)'", m.group(1))
@@ -231,12 +242,24 @@ class ConstructorSearch:
                 out.append({**kwargs, n: alt})
         return out
 
+    def _config_params(self, kwargs: dict[str, Any], type_name: str, line: str) -> list[str]:
+        """Parameters holding a plain value of type ``type_name`` that the failing line reads
+        attributes of (``config.hidden_size``), or named like a configuration."""
+        type_name = type_name.rsplit(".", 1)[-1]
+        if type_name not in _PLAIN_TYPES:
+            return []
+        plain = [n for n, v in kwargs.items()
+                 if type(v).__name__ == type_name and not isinstance(v, (ConfigArg, Expr))]
+        read = [n for n in plain if re.search(rf"\b{re.escape(n)}\.\w", line)]
+        return read or [n for n in plain if re.search(_CONFIG_RE, n.lower())]
+
     def feedback(self, kwargs: dict[str, Any], msg: str, line: str = "") -> int:
         """Queue guesses suggested by a forward error; return how many were queued."""
         new = []
-        m = re.search(r"'(\w+)' object has no attribute '(\w+)'", msg)
-        if m and any(isinstance(v, ConfigArg) and v.cls_name == m.group(1) for v in kwargs.values()):
-            new += self._repairs(kwargs, msg)[:4]
+        m = re.search(r"'([\w.]+)' object has no attribute '(\w+)'", msg)
+        if m and (any(isinstance(v, ConfigArg) and v.cls_name.rsplit(".", 1)[-1] == m.group(1).rsplit(".", 1)[-1]
+                      for v in kwargs.values()) or self._config_params(kwargs, m.group(1), line)):
+            new += self._repairs(kwargs, msg, line)[:4]
         for n in self._blamed(kwargs, msg, line):
             p = dict(self.params)[n]
             if n not in kwargs:
@@ -763,6 +786,9 @@ def model_wrapper(class_name: str, kwargs: dict[str, Any], doc: str, eval_mode: 
                 passed.append(f"{n}={v.code}")
             elif isinstance(v, ConfigArg):
                 passed.append(f"{n}={v.cls_name}(**{n})")
+                if isinstance(v, NamespaceArg) and "import types" not in lines:
+                    lines.insert(0, "import types")
+                    lines.insert(1, "")
             else:
                 passed.append(f"{n}={n}")
         lines += [f"    def __init__(self{''.join(', ' + n for n in names)}):",
