@@ -30,6 +30,7 @@ import importlib
 import re
 import symtable
 import sys
+from collections import deque
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from pathlib import Path
@@ -413,11 +414,15 @@ class Resolver:
                                f"source (reached through {via})")
         for i in new_stmts:
             stmt = idx.stmts[i]
-            reads, attrs = _global_reads(stmt.code)
+            reads, exact = _global_reads(stmt.code)
             for used in sorted(reads):
                 self._need_name(module, used, st, via=name0)
-            for chain in sorted(attrs):
-                self._need_attr(module, chain, st, via=name0)
+            # a chain matters only from a module alias of the source: most statements read
+            # none, and their syntax tree (the costly part) is never built
+            refs = st.refs.get(module, {})
+            if exact and any(refs.get(r, ("",))[0] == "<module>" for r in reads):
+                for chain in sorted(_attr_chains(stmt.code)):
+                    self._need_attr(module, chain, st, via=name0)
             if "import" in stmt.code:
                 got = self._nested_imports(module, i, st, via=name0)
                 if got is not st:
@@ -432,7 +437,7 @@ class Resolver:
         idx = self.load(module)
         pattern = re.compile(rf"(?:@[ \t]*)?{re.escape(name)}[ \t]*\.")
         for j, s in enumerate(idx.stmts):
-            if j in st.stmts.get(module, ()) or s.kind not in ("call", "def", "class"):
+            if j in st.stmts.get(module, ()) or s.kind not in ("call", "def", "class") or name not in s.code:
                 continue
             first = next((ln.lstrip() for ln in s.code.splitlines()
                           if ln.strip() and not ln.lstrip().startswith("#")), "")
@@ -750,15 +755,14 @@ def _topo(deps: dict[str, set[str]], first_seen: dict[str, int]) -> list[str]:
 
 
 @lru_cache(maxsize=65536)
-def _global_reads(code: str) -> tuple[frozenset[str], frozenset[tuple[str, ...]]]:
-    """Global names a top-level statement reads (annotations excluded) and its attribute
-    chains on such names (``("np", "random", "rand")``). Falls back to every name on a
-    statement ``symtable`` refuses."""
+def _global_reads(code: str) -> tuple[frozenset[str], bool]:
+    """Global names a top-level statement reads (annotations excluded), and whether
+    ``symtable`` decided them: on a statement it refuses, every name (False)."""
     try:
         top = symtable.symtable("from __future__ import annotations\n" + code, "<stmt>", "exec")
     except (SyntaxError, ValueError):
         names = {n.id for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Name)} if _parses(code) else set()
-        return frozenset(names), frozenset()
+        return frozenset(names), False
     reads: set[str] = set()
 
     def walk(t: symtable.SymbolTable) -> None:
@@ -773,6 +777,14 @@ def _global_reads(code: str) -> tuple[frozenset[str], frozenset[tuple[str, ...]]
 
     walk(top)
     reads.discard("annotations")
+    return frozenset(reads), True
+
+
+@lru_cache(maxsize=16384)
+def _attr_chains(code: str) -> frozenset[tuple[str, ...]]:
+    """Attribute chains a statement reads on its global names (``("np", "random", "rand")``
+    and ``("np", "random")``), for a statement :func:`_global_reads` decided with ``symtable``."""
+    reads, _ = _global_reads(code)
     attrs = set()
     try:
         for n in ast.walk(ast.parse(code)):
@@ -785,7 +797,7 @@ def _global_reads(code: str) -> tuple[frozenset[str], frozenset[tuple[str, ...]]
                     attrs.add((node.id, *reversed(chain)))
     except SyntaxError:
         pass
-    return frozenset(reads), frozenset(attrs)
+    return frozenset(attrs)
 
 
 @lru_cache(maxsize=16384)
@@ -794,9 +806,27 @@ def _import_nodes(code: str) -> tuple[ast.Import | ast.ImportFrom, ...]:
     shared between calls). Cached: the same statements (a library's base classes, its
     configuration) are copied into closure after closure of one source."""
     try:
-        return tuple(n for n in ast.walk(ast.parse(code)) if isinstance(n, (ast.Import, ast.ImportFrom)))
+        tree = ast.parse(code)
     except SyntaxError:
         return ()
+    # imports are statements: the walk visits statement lists only, breadth-first in field
+    # order, which keeps ast.walk's order (it decides the names nested imports claim)
+    found, queue = [], deque([tree])
+    while queue:
+        node = queue.popleft()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(node)
+        t = type(node)
+        fields = _BLOCK_FIELDS.get(t)
+        if fields is None:
+            fields = _BLOCK_FIELDS[t] = tuple(f for f in t._fields if f in ("body", "handlers", "orelse",
+                                                                            "finalbody", "cases"))
+        for f in fields:
+            queue.extend(getattr(node, f))
+    return tuple(found)
+
+
+_BLOCK_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def _apply_edits(code: str, edits: list) -> str:
@@ -882,16 +912,16 @@ def _rename_globals(code: str, items: tuple[tuple[str, str], ...]) -> str:
 
 
 _DEF_NAME = re.compile(rb"(?:async\s+)?(?:def|class)\s+([A-Za-z_][A-Za-z0-9_]*)")
-_NO_FAST = tuple(getattr(ast, n) for n in ("Import", "ImportFrom", "Global", "Nonlocal", "Match", "TypeAlias")
-                 if hasattr(ast, n))
+_NO_FAST = tuple(getattr(ast, n) for n in ("Global", "Nonlocal", "Match", "TypeAlias") if hasattr(ast, n))
 
 
 def _rename_plain_globals(code: str, mapping: dict[str, str]) -> str | None:
     """:func:`rename_globals` by ``ast`` positions, for the common statement where no name of
     ``mapping`` is ever bound in a nested scope (``symtable``), so every ``Name`` of it is the
-    global; None where that does not hold or the statement has imports, ``global``,
-    ``match``, f-strings reading such a name or ``except ... as`` one (libcst's scope analysis
-    then decides). About 10x cheaper than libcst on large classes (x-transformers, diffusers)."""
+    global; None where that does not hold or the statement has an import binding such a name
+    (or ``*``), ``global``, ``match``, f-strings reading such a name or ``except ... as`` one
+    (libcst's scope analysis then decides). About 10x cheaper than libcst on large classes
+    (x-transformers, diffusers)."""
     try:
         tree = ast.parse(code)
         table = symtable.symtable(code, "<stmt>", "exec")
@@ -918,9 +948,17 @@ def _rename_plain_globals(code: str, mapping: dict[str, str]) -> str | None:
     for line in data.splitlines(keepends=True):
         starts.append(starts[-1] + len(line))
     edits: list[tuple[int, int, bytes]] = []
-    for node in ast.walk(tree):
+    has_import, defs_renamed = False, set()
+    for node in _nodes(tree):
         if isinstance(node, _NO_FAST):
             return None
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            # an import holds no Name node: it matters only where it binds a renamed name
+            if any(a.name == "*" or (a.asname or a.name.split(".")[0]) in mapping for a in node.names):
+                return None
+            has_import = True
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in mapping:
+            defs_renamed.add(node)
         if isinstance(node, ast.JoinedStr) and any(isinstance(n, ast.Name) and n.id in mapping
                                                    for n in ast.walk(node)):
             return None
@@ -931,6 +969,10 @@ def _rename_plain_globals(code: str, mapping: dict[str, str]) -> str | None:
                 return None
             a = starts[node.lineno - 1] + node.col_offset
             edits.append((a, starts[node.lineno - 1] + node.end_col_offset, mapping[node.id].encode()))
+    if has_import and (not defs_renamed.issubset(tree.body) or not _BUILTINS.isdisjoint(mapping)):
+        # where libcst decided these before imports took this path, and decides otherwise:
+        # a definition inside an if/try block is renamed, a builtin's name is not
+        return None
     for node in tree.body:  # module-level definitions: the statement itself
         if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in mapping:
             a = starts[node.lineno - 1] + node.col_offset
@@ -941,6 +983,34 @@ def _rename_plain_globals(code: str, mapping: dict[str, str]) -> str | None:
     for a, b, new in sorted(edits, reverse=True):
         data = data[:a] + new + data[b:]
     return data.decode()
+
+
+# fields holding no node that matters to a rename (names as strings, contexts, operators)
+_LEAF_FIELDS = frozenset({"ctx", "op", "ops", "id", "attr", "arg", "name", "names", "asname", "module", "level",
+                          "conversion", "is_async", "type_comment", "kind"})
+_NODE_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _nodes(tree: ast.AST) -> list[ast.AST]:
+    """The nodes of ``tree`` but contexts, operators and import aliases, in no set order:
+    several times cheaper than ``ast.walk``, which visits every operator and context."""
+    out, stack = [], [tree]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, ast.AST):
+            continue  # a list's strings (MatchClass.kwd_attrs) or None (a dict's ** key)
+        out.append(node)
+        t = type(node)
+        fields = _NODE_FIELDS.get(t)
+        if fields is None:
+            fields = _NODE_FIELDS[t] = tuple(f for f in t._fields if f not in _LEAF_FIELDS)
+        for f in fields:
+            v = getattr(node, f, None)
+            if type(v) is list:
+                stack.extend(v)
+            elif v is not None:
+                stack.append(v)
+    return out
 
 
 def _names_within(node: cst.CSTNode, name: str) -> list[cst.Name]:
