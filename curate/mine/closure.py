@@ -105,6 +105,7 @@ class Resolver:
         self.runtime = RUNTIME_MODULES | importable
         self._module_cache: dict[tuple[str, str], bool] = {}
         self._defs: dict[str, set[str]] = {}
+        self._stmts_of: dict[str, dict[str, list[int]]] = {}
 
     # -- files ---------------------------------------------------------------------
     def module_path(self, module: str) -> Path | None:
@@ -149,6 +150,16 @@ class Resolver:
         if got is None:
             got = self._defs[module] = {n for s in idx.stmts for n in s.defines}
         return got
+
+    def _defining(self, module: str, idx: FileIndex, name: str) -> list[int]:
+        """Indexes of the statements of ``module`` that define ``name``, in order (a new list)."""
+        by_name = self._stmts_of.get(module)
+        if by_name is None:
+            by_name = self._stmts_of[module] = {}
+            for i, s in enumerate(idx.stmts):
+                for n in dict.fromkeys(s.defines):
+                    by_name.setdefault(n, []).append(i)
+        return list(by_name.get(name, ()))
 
     def _shim_has(self, module: str, name: str) -> bool:
         """Whether a stand-in for ``module`` defines or imports ``name``."""
@@ -361,7 +372,7 @@ class Resolver:
             return name
         module, name0 = ent
         idx = self.load(module)
-        defining = [i for i, s in enumerate(idx.stmts) if name0 in s.defines]
+        defining = self._defining(module, idx, name0)
         if self._library_logger(module, idx, defining):
             logger = ("<logger>", name0)
             st.names[ent] = self._materialize(logger, want, st, via)
@@ -540,7 +551,7 @@ class Resolver:
         if other is None or other[0] in _IMPORTS or other[0] == module or len(defining) != 1:
             return None
         oidx = self.load(other[0])
-        odef = [i for i, s in enumerate(oidx.stmts) if other[1] in s.defines] if oidx else []
+        odef = self._defining(other[0], oidx, other[1]) if oidx else []
         code = self.load(module).stmts[defining[0]].code
         if len(odef) != 1 or oidx.stmts[odef[0]].code != code or other[1] != name:
             return None
