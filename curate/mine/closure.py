@@ -30,6 +30,7 @@ import importlib
 import re
 import symtable
 import sys
+from collections import deque
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
 from pathlib import Path
@@ -104,6 +105,7 @@ class Resolver:
         self.runtime = RUNTIME_MODULES | importable
         self._module_cache: dict[tuple[str, str], bool] = {}
         self._defs: dict[str, set[str]] = {}
+        self._stmts_of: dict[str, dict[str, list[int]]] = {}
 
     # -- files ---------------------------------------------------------------------
     def module_path(self, module: str) -> Path | None:
@@ -148,6 +150,16 @@ class Resolver:
         if got is None:
             got = self._defs[module] = {n for s in idx.stmts for n in s.defines}
         return got
+
+    def _defining(self, module: str, idx: FileIndex, name: str) -> list[int]:
+        """Indexes of the statements of ``module`` that define ``name``, in order (a new list)."""
+        by_name = self._stmts_of.get(module)
+        if by_name is None:
+            by_name = self._stmts_of[module] = {}
+            for i, s in enumerate(idx.stmts):
+                for n in dict.fromkeys(s.defines):
+                    by_name.setdefault(n, []).append(i)
+        return list(by_name.get(name, ()))
 
     def _shim_has(self, module: str, name: str) -> bool:
         """Whether a stand-in for ``module`` defines or imports ``name``."""
@@ -301,7 +313,10 @@ class Resolver:
         parameter the ``*Config`` name of the file closest to the class's name."""
         idx = self.load(module)
         try:
-            tree = ast.parse(idx.stmts[idx.classes[class_name].stmt].code)
+            code = idx.stmts[idx.classes[class_name].stmt].code
+            if "__init__" not in code:  # a fifth of transformers' classes: no tree to build
+                return []
+            tree = ast.parse(code)
         except (SyntaxError, KeyError, IndexError):
             return []
         cls = tree.body[0] if tree.body and isinstance(tree.body[0], ast.ClassDef) else None
@@ -365,7 +380,7 @@ class Resolver:
             return name
         module, name0 = ent
         idx = self.load(module)
-        defining = [i for i, s in enumerate(idx.stmts) if name0 in s.defines]
+        defining = self._defining(module, idx, name0)
         if self._library_logger(module, idx, defining):
             logger = ("<logger>", name0)
             st.names[ent] = self._materialize(logger, want, st, via)
@@ -418,11 +433,15 @@ class Resolver:
                                f"source (reached through {via})")
         for i in new_stmts:
             stmt = idx.stmts[i]
-            reads, attrs = _global_reads(stmt.code)
+            reads, exact = _global_reads(stmt.code)
             for used in sorted(reads):
                 self._need_name(module, used, st, via=name0)
-            for chain in sorted(attrs):
-                self._need_attr(module, chain, st, via=name0)
+            # a chain matters only from a module alias of the source: most statements read
+            # none, and their syntax tree (the costly part) is never built
+            refs = st.refs.get(module, {})
+            if exact and any(refs.get(r, ("",))[0] == "<module>" for r in reads):
+                for chain in sorted(_attr_chains(stmt.code)):
+                    self._need_attr(module, chain, st, via=name0)
             if "import" in stmt.code:
                 got = self._nested_imports(module, i, st, via=name0)
                 if got is not st:
@@ -437,7 +456,7 @@ class Resolver:
         idx = self.load(module)
         pattern = re.compile(rf"(?:@[ \t]*)?{re.escape(name)}[ \t]*\.")
         for j, s in enumerate(idx.stmts):
-            if j in st.stmts.get(module, ()) or s.kind not in ("call", "def", "class"):
+            if j in st.stmts.get(module, ()) or s.kind not in ("call", "def", "class") or name not in s.code:
                 continue
             first = next((ln.lstrip() for ln in s.code.splitlines()
                           if ln.strip() and not ln.lstrip().startswith("#")), "")
@@ -544,7 +563,7 @@ class Resolver:
         if other is None or other[0] in _IMPORTS or other[0] == module or len(defining) != 1:
             return None
         oidx = self.load(other[0])
-        odef = [i for i, s in enumerate(oidx.stmts) if other[1] in s.defines] if oidx else []
+        odef = self._defining(other[0], oidx, other[1]) if oidx else []
         code = self.load(module).stmts[defining[0]].code
         if len(odef) != 1 or oidx.stmts[odef[0]].code != code or other[1] != name:
             return None
@@ -769,15 +788,14 @@ def _topo(deps: dict[str, set[str]], first_seen: dict[str, int]) -> list[str]:
 
 
 @lru_cache(maxsize=65536)
-def _global_reads(code: str) -> tuple[frozenset[str], frozenset[tuple[str, ...]]]:
-    """Global names a top-level statement reads (annotations excluded) and its attribute
-    chains on such names (``("np", "random", "rand")``). Falls back to every name on a
-    statement ``symtable`` refuses."""
+def _global_reads(code: str) -> tuple[frozenset[str], bool]:
+    """Global names a top-level statement reads (annotations excluded), and whether
+    ``symtable`` decided them: on a statement it refuses, every name (False)."""
     try:
         top = symtable.symtable("from __future__ import annotations\n" + code, "<stmt>", "exec")
     except (SyntaxError, ValueError):
         names = {n.id for n in ast.walk(ast.parse(code)) if isinstance(n, ast.Name)} if _parses(code) else set()
-        return frozenset(names), frozenset()
+        return frozenset(names), False
     reads: set[str] = set()
 
     def walk(t: symtable.SymbolTable) -> None:
@@ -792,6 +810,14 @@ def _global_reads(code: str) -> tuple[frozenset[str], frozenset[tuple[str, ...]]
 
     walk(top)
     reads.discard("annotations")
+    return frozenset(reads), True
+
+
+@lru_cache(maxsize=16384)
+def _attr_chains(code: str) -> frozenset[tuple[str, ...]]:
+    """Attribute chains a statement reads on its global names (``("np", "random", "rand")``
+    and ``("np", "random")``), for a statement :func:`_global_reads` decided with ``symtable``."""
+    reads, _ = _global_reads(code)
     attrs = set()
     try:
         for n in ast.walk(ast.parse(code)):
@@ -804,7 +830,7 @@ def _global_reads(code: str) -> tuple[frozenset[str], frozenset[tuple[str, ...]]
                     attrs.add((node.id, *reversed(chain)))
     except SyntaxError:
         pass
-    return frozenset(reads), frozenset(attrs)
+    return frozenset(attrs)
 
 
 @lru_cache(maxsize=16384)
@@ -813,9 +839,27 @@ def _import_nodes(code: str) -> tuple[ast.Import | ast.ImportFrom, ...]:
     shared between calls). Cached: the same statements (a library's base classes, its
     configuration) are copied into closure after closure of one source."""
     try:
-        return tuple(n for n in ast.walk(ast.parse(code)) if isinstance(n, (ast.Import, ast.ImportFrom)))
+        tree = ast.parse(code)
     except SyntaxError:
         return ()
+    # imports are statements: the walk visits statement lists only, breadth-first in field
+    # order, which keeps ast.walk's order (it decides the names nested imports claim)
+    found, queue = [], deque([tree])
+    while queue:
+        node = queue.popleft()
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            found.append(node)
+        t = type(node)
+        fields = _BLOCK_FIELDS.get(t)
+        if fields is None:
+            fields = _BLOCK_FIELDS[t] = tuple(f for f in t._fields if f in ("body", "handlers", "orelse",
+                                                                            "finalbody", "cases"))
+        for f in fields:
+            queue.extend(getattr(node, f))
+    return tuple(found)
+
+
+_BLOCK_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def _apply_edits(code: str, edits: list) -> str:
@@ -901,16 +945,16 @@ def _rename_globals(code: str, items: tuple[tuple[str, str], ...]) -> str:
 
 
 _DEF_NAME = re.compile(rb"(?:async\s+)?(?:def|class)\s+([A-Za-z_][A-Za-z0-9_]*)")
-_NO_FAST = tuple(getattr(ast, n) for n in ("Import", "ImportFrom", "Global", "Nonlocal", "Match", "TypeAlias")
-                 if hasattr(ast, n))
+_NO_FAST = tuple(getattr(ast, n) for n in ("Global", "Nonlocal", "Match", "TypeAlias") if hasattr(ast, n))
 
 
 def _rename_plain_globals(code: str, mapping: dict[str, str]) -> str | None:
     """:func:`rename_globals` by ``ast`` positions, for the common statement where no name of
     ``mapping`` is ever bound in a nested scope (``symtable``), so every ``Name`` of it is the
-    global; None where that does not hold or the statement has imports, ``global``,
-    ``match``, f-strings reading such a name or ``except ... as`` one (libcst's scope analysis
-    then decides). About 10x cheaper than libcst on large classes (x-transformers, diffusers)."""
+    global; None where that does not hold or the statement has an import binding such a name
+    (or ``*``), ``global``, ``match``, f-strings reading such a name or ``except ... as`` one
+    (libcst's scope analysis then decides). About 10x cheaper than libcst on large classes
+    (x-transformers, diffusers)."""
     try:
         tree = ast.parse(code)
         table = symtable.symtable(code, "<stmt>", "exec")
@@ -937,9 +981,17 @@ def _rename_plain_globals(code: str, mapping: dict[str, str]) -> str | None:
     for line in data.splitlines(keepends=True):
         starts.append(starts[-1] + len(line))
     edits: list[tuple[int, int, bytes]] = []
-    for node in ast.walk(tree):
+    has_import, defs_renamed = False, set()
+    for node in _nodes(tree):
         if isinstance(node, _NO_FAST):
             return None
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            # an import holds no Name node: it matters only where it binds a renamed name
+            if any(a.name == "*" or (a.asname or a.name.split(".")[0]) in mapping for a in node.names):
+                return None
+            has_import = True
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in mapping:
+            defs_renamed.add(node)
         if isinstance(node, ast.JoinedStr) and any(isinstance(n, ast.Name) and n.id in mapping
                                                    for n in ast.walk(node)):
             return None
@@ -950,6 +1002,10 @@ def _rename_plain_globals(code: str, mapping: dict[str, str]) -> str | None:
                 return None
             a = starts[node.lineno - 1] + node.col_offset
             edits.append((a, starts[node.lineno - 1] + node.end_col_offset, mapping[node.id].encode()))
+    if has_import and (not defs_renamed.issubset(tree.body) or not _BUILTINS.isdisjoint(mapping)):
+        # where libcst decided these before imports took this path, and decides otherwise:
+        # a definition inside an if/try block is renamed, a builtin's name is not
+        return None
     for node in tree.body:  # module-level definitions: the statement itself
         if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.name in mapping:
             a = starts[node.lineno - 1] + node.col_offset
@@ -960,6 +1016,34 @@ def _rename_plain_globals(code: str, mapping: dict[str, str]) -> str | None:
     for a, b, new in sorted(edits, reverse=True):
         data = data[:a] + new + data[b:]
     return data.decode()
+
+
+# fields holding no node that matters to a rename (names as strings, contexts, operators)
+_LEAF_FIELDS = frozenset({"ctx", "op", "ops", "id", "attr", "arg", "name", "names", "asname", "module", "level",
+                          "conversion", "is_async", "type_comment", "kind"})
+_NODE_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _nodes(tree: ast.AST) -> list[ast.AST]:
+    """The nodes of ``tree`` but contexts, operators and import aliases, in no set order:
+    several times cheaper than ``ast.walk``, which visits every operator and context."""
+    out, stack = [], [tree]
+    while stack:
+        node = stack.pop()
+        if not isinstance(node, ast.AST):
+            continue  # a list's strings (MatchClass.kwd_attrs) or None (a dict's ** key)
+        out.append(node)
+        t = type(node)
+        fields = _NODE_FIELDS.get(t)
+        if fields is None:
+            fields = _NODE_FIELDS[t] = tuple(f for f in t._fields if f not in _LEAF_FIELDS)
+        for f in fields:
+            v = getattr(node, f, None)
+            if type(v) is list:
+                stack.extend(v)
+            elif v is not None:
+                stack.append(v)
+    return out
 
 
 def _names_within(node: cst.CSTNode, name: str) -> list[cst.Name]:
