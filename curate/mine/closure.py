@@ -513,9 +513,7 @@ class Resolver:
                             raise
                         st = trial
                     if idx.stmts[i].kind == "block":  # runs at import: its definition comes first
-                        dep = _dep_node(ent, st)
-                        if dep is not None and dep != module:
-                            st.file_deps.setdefault(module, set()).add(dep)
+                        _order_after(module, ent, st)
                     ref = f"__curate_ref_{len(st.refmarks)}__"
                     st.refmarks[ref] = ent
                     lines.append(f"{local} = {ref}")
@@ -594,9 +592,7 @@ class Resolver:
             return
         refs[used] = ent
         self._materialize(ent, used, st, via)
-        dep = _dep_node(ent, st)
-        if dep is not None and dep != module:
-            st.file_deps.setdefault(module, set()).add(dep)
+        _order_after(module, ent, st)
 
     def _need_attr(self, module: str, chain: tuple[str, ...], st: _State, via: str) -> None:
         """``root.a.b`` where ``root`` aliases a module of the source: copy what the chain
@@ -735,6 +731,13 @@ class _State:
             if ent[0] == module and ent[1] != name:
                 out[ent[1]] = name
         return out
+
+
+def _order_after(module: str, ent: Entity, st: _State) -> None:
+    """Emit ``module``'s statements after the node that defines ``ent``."""
+    dep = _dep_node(ent, st)
+    if dep is not None and dep != module:
+        st.file_deps.setdefault(module, set()).add(dep)
 
 
 def _dep_node(ent: Entity, st: _State) -> str | None:

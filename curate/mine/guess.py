@@ -55,7 +55,12 @@ class ConfigArg:
         return dict(self.values)
 
     def with_value(self, key: str, value: Any) -> "ConfigArg":
-        return ConfigArg(self.cls_name, tuple(sorted({**self.as_dict(), key: value}.items())))
+        return dataclasses.replace(self, values=tuple(sorted({**self.as_dict(), key: value}.items())))
+
+    def is_type(self, type_name: str) -> bool:
+        """Whether an error's ``'<type_name>' object`` is this configuration (Python may
+        print a qualified name, ``types.SimpleNamespace``)."""
+        return self.cls_name.rsplit(".", 1)[-1] == type_name.rsplit(".", 1)[-1]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -65,9 +70,6 @@ class NamespaceArg(ConfigArg):
     attributes the constructor was seen to read, one added per ``AttributeError``."""
 
     cls_name: str = "types.SimpleNamespace"
-
-    def with_value(self, key: str, value: Any) -> "NamespaceArg":
-        return NamespaceArg(self.cls_name, tuple(sorted({**self.as_dict(), key: value}.items())))
 
 
 def build(value: Any, ns: dict[str, Any]) -> Any:

@@ -207,7 +207,7 @@ class ConstructorSearch:
             p = inspect.Parameter(attr, inspect.Parameter.KEYWORD_ONLY)
             values = [g for g in guess(attr, p, self.cls, {})[:2] if not isinstance(g, (Expr, ConfigArg))]
             for n, v in kwargs.items():
-                if isinstance(v, ConfigArg) and v.cls_name.rsplit(".", 1)[-1] == m.group(1).rsplit(".", 1)[-1]:
+                if isinstance(v, ConfigArg) and v.is_type(m.group(1)):
                     out += [{**kwargs, n: v.with_value(attr, g)} for g in values]
             # a plain value where the constructor reads attributes: an object the file does
             # not define (a config of another package): a namespace of what is read
@@ -257,8 +257,8 @@ class ConstructorSearch:
         """Queue guesses suggested by a forward error; return how many were queued."""
         new = []
         m = re.search(r"'([\w.]+)' object has no attribute '(\w+)'", msg)
-        if m and (any(isinstance(v, ConfigArg) and v.cls_name.rsplit(".", 1)[-1] == m.group(1).rsplit(".", 1)[-1]
-                      for v in kwargs.values()) or self._config_params(kwargs, m.group(1), line)):
+        if m and (any(isinstance(v, ConfigArg) and v.is_type(m.group(1)) for v in kwargs.values())
+                  or self._config_params(kwargs, m.group(1), line)):
             new += self._repairs(kwargs, msg, line)[:4]
         for n in self._blamed(kwargs, msg, line):
             p = dict(self.params)[n]
