@@ -9,7 +9,9 @@ stages (diversify) can swap the inputs without re-parsing the module body.
 An *input spec* is a JSON-serialisable list, one entry per forward argument:
 
 - ``{"kind": "tensor", "shape": [8, 64, 32, 32], "dtype": "float32"}``: ``torch.randn``
-- ``{"kind": "index", "shape": [8, 128], "high": 1000, "dtype": "int64"}``: ``torch.randint(0, high)``
+- ``{"kind": "index", "shape": [8, 128], "high": 1000, "dtype": "int64"}``: ``torch.randint(0, high)``;
+  an optional ``"low"`` gives ``torch.randint(low, high)`` (``low=T, high=T+1``: sequence
+  lengths all equal to ``T``)
 - ``{"kind": "mask", "shape": [8, 128], "dtype": "bool"}``: ``torch.rand(...) > 0.5``
 - ``{"kind": "value", "value": 3}``: a plain Python value (int, float, bool, str, None)
 
@@ -66,7 +68,7 @@ def render_inputs(input_spec: list[dict], init_args: list[Any]) -> str:
                 exprs.append(f"torch.randn({_shape_tuple(spec['shape'])}{extra})")
             elif kind == "index":
                 exprs.append(
-                    f"torch.randint(0, {int(spec['high'])}, {_shape_tuple(spec['shape'])})"
+                    f"torch.randint({int(spec.get('low', 0))}, {int(spec['high'])}, {_shape_tuple(spec['shape'])})"
                 )
             elif kind == "mask":
                 exprs.append(f"torch.rand({_shape_tuple(spec['shape'])}) > 0.5")
@@ -185,7 +187,8 @@ def build_inputs(input_spec: list[dict], device: str = "cpu", seed: int | None =
             dt = getattr(torch, spec.get("dtype", "float32"))
             out.append(torch.randn(spec["shape"], dtype=dt, device=device, generator=gen))
         elif kind == "index":
-            out.append(torch.randint(0, int(spec["high"]), spec["shape"], device=device, generator=gen))
+            out.append(torch.randint(int(spec.get("low", 0)), int(spec["high"]), spec["shape"], device=device,
+                                     generator=gen))
         elif kind == "mask":
             out.append(torch.rand(spec["shape"], device=device, generator=gen) > 0.5)
         elif kind == "value":

@@ -21,6 +21,7 @@ from curate.mine.closure import ClosureError, Resolver, rename_globals
 from curate.mine.deps import dependency_roots
 from curate.mine.sources import resolve
 from curate.mine.synthesize import synthesize
+from curate.problem import load_problem
 
 CACHE = default_cache()
 
@@ -1077,3 +1078,68 @@ def test_a_config_of_another_package_becomes_a_namespace_of_what_is_read():
     assert set(config) == {"hidden_size", "num_labels"} and opts == {}
     assert "types.SimpleNamespace(**config)" in got["code"]
     run_alone(got["code"])
+
+
+def test_vision_embeddings_take_the_configured_image_and_moe_experts_their_router_choice(transformers_resolver):
+    """Two input shapes read off the built module: SiglipVisionEmbeddings' patch grid and
+    position table fix its image at ``config.image_size`` with ``config.num_channels``, and
+    Qwen3MoeExperts takes tokens with the router's top-k expert indices (below the expert
+    count) and weights. The experts' ``torch.empty`` parameters, which transformers leaves to
+    a model-level init, are filled from N(0, 0.02) while Model is built, so two builds under
+    one seed agree and the output is finite."""
+    siglip = mine(transformers_resolver, "transformers.models.siglip.modeling_siglip", "SiglipVisionEmbeddings")
+    config = siglip["init_args"][0]
+    assert siglip["input_spec"][0]["shape"] == [2, config.get("num_channels", 3), 224, 224]
+    run_alone(siglip["code"])
+
+    moe = mine(transformers_resolver, "transformers.models.qwen3_moe.modeling_qwen3_moe", "Qwen3MoeExperts")
+    tokens, index, weights = moe["input_spec"]
+    assert tokens["shape"][0] == index["shape"][0] == weights["shape"][0]
+    assert index["shape"][1] == weights["shape"][1] >= 1
+    assert "with _filled_empty():" in moe["code"]
+    prob = load_problem(moe["code"], "moe")
+    built = []
+    for _ in range(2):
+        torch.manual_seed(0)
+        built.append(prob["Model"](*prob["get_init_inputs"]()))
+    assert index["kind"] == "index" and index["high"] == built[0].gate_up_proj.shape[0]
+    for a, b in zip(built[0].parameters(), built[1].parameters()):
+        a, b = a.detach(), b.detach()
+        assert torch.equal(a, b) and bool(torch.isfinite(a).all()) and 0 < float(a.std()) < 0.1
+    run_alone(moe["code"])
+
+
+def test_swin_block_gets_its_spatial_size_and_an_espnet_encoder_its_lengths(transformers_resolver):
+    """Forward parameters beside the tensor: SwinLayer's ``input_dimensions`` is an (height,
+    width) pair matching a [batch, height * width, channels] input, and ESPnet's RNNEncoder
+    takes ``ilens`` as one full length per batch element."""
+    swin = mine(transformers_resolver, "transformers.models.swin.modeling_swin", "SwinLayer")
+    hidden, dims = swin["input_spec"][:2]
+    assert dims["kind"] == "value" and len(dims["value"]) == 2
+    assert hidden["shape"][1] == dims["value"][0] * dims["value"][1]
+    run_alone(swin["code"])
+
+    resolver = pypi("espnet", "202611")
+    closure = resolver.closure("espnet2.asr.encoder.rnn_encoder", "RNNEncoder")
+    prob = synthesize(closure.source, "RNNEncoder", "test: espnet RNNEncoder", 60.0)
+    x, ilens = prob["input_spec"][:2]
+    assert ilens["kind"] == "index" and ilens["shape"] == [x["shape"][0]]
+    assert ilens["low"] == x["shape"][1] and ilens["high"] == x["shape"][1] + 1
+    assert f"torch.randint({ilens['low']}, {ilens['high']}," in prob["code"]
+    run_alone(prob["code"])
+
+
+def test_constructor_repairs_from_listed_choices_dimension_counts_and_activation_names():
+    """monai's EfficientNetBN needs ``spatial_dims`` 2 or 3 and a ``model_name`` the error
+    message lists; a configuration read for its activation gets a name (``'gelu'``)."""
+    from curate.mine.synthesize import _listed_choices
+
+    assert _listed_choices("AssertionError: factor must be one of [4, 8, 12, 16]") == [4, 8, 12, 16]
+    assert _listed_choices("ValueError: mode must be one of {'reflect', 'zeros'}, but got mode=''") == [
+        "reflect", "zeros"]
+    resolver = pypi("monai", "1.6.1")
+    closure = resolver.closure("monai.networks.nets.efficientnet", "EfficientNetBN")
+    prob = synthesize(closure.source, "EfficientNetBN", "test: monai EfficientNetBN", 60.0)
+    assert prob["init_args"][0].startswith("efficientnet-b")
+    assert 2 in prob["init_args"] or len(prob["input_spec"][0]["shape"]) == 4
+    run_alone(prob["code"])

@@ -253,6 +253,8 @@ def guess(name: str, param: inspect.Parameter, cls: type, ns: dict[str, Any]) ->
             if re.search(pat, low):
                 return [v, 0.5, 1.0]
         return [1.0, 0.5]
+    if re.fullmatch(r"spatial_dims?|n_?dims?|ndims?|num_dims|dimensions|n_spatial_dims|conv_dims?|dim_spatial", low):
+        return [2, 3, 1]  # a count of spatial dimensions (monai's spatial_dims): 2-D first
     if re.search(_SHAPE_RE, low) or re.search(r"(tuple|list|sequence)\[", ann_l):
         if re.search(r"hidden_sizes|channels_list|widths|features_list|dims$", low):
             return [[C, C], [C, 2 * C, 4 * C, 8 * C], C]

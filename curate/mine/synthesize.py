@@ -132,10 +132,11 @@ class ConstructorSearch:
     (``Upsample`` needs ``scale_factor``, which has a ``None`` default).
     """
 
-    def __init__(self, cls: type, ns: dict[str, Any], max_tries: int = 40):
+    def __init__(self, cls: type, ns: dict[str, Any], max_tries: int = 40, fill_empty: bool = False):
         if inspect.isabstract(cls):
             raise SynthesisError("abstract", "abstract base class")
         self.cls = cls
+        self.fill_empty = fill_empty
         self.ns = ns
         self.params = _init_signature(cls)
         self.var_kw = _takes_var_kw(cls)
@@ -167,7 +168,8 @@ class ConstructorSearch:
             self.tried.add(key)
             try:
                 torch.manual_seed(0)
-                module = self.cls(**{k: build(v, self.ns) for k, v in attempt.items()})
+                with filled_empty() if self.fill_empty else contextlib.nullcontext():
+                    module = self.cls(**{k: build(v, self.ns) for k, v in attempt.items()})
                 if not isinstance(module, nn.Module):
                     raise SynthesisError("not_a_module", type(module).__name__)
                 return module, attempt
@@ -206,6 +208,8 @@ class ConstructorSearch:
             attr = m.group(2)
             p = inspect.Parameter(attr, inspect.Parameter.KEYWORD_ONLY)
             values = [g for g in guess(attr, p, self.cls, {})[:2] if not isinstance(g, (Expr, ConfigArg))]
+            if not values and re.search(r"act|activation|nonlinearity", attr.lower()):
+                values = ["gelu", "relu"]  # a configuration names its activation (transformers' ACT2FN keys)
             for n, v in kwargs.items():
                 if isinstance(v, ConfigArg) and v.is_type(m.group(1)):
                     out += [{**kwargs, n: v.with_value(attr, g)} for g in values]
@@ -217,15 +221,32 @@ class ConstructorSearch:
                 else:
                     out += [{**kwargs, n: NamespaceArg(values=((attr, g),))} for g in values[:1]]
         m = re.search(r"missing \d+ required (?:positional|keyword-only) arguments?: (.*)", msg)
-        if m and self.var_kw:  # a layer built from this class's **kwargs needs more of them
+        if m:
             missing = re.findall(r"'(\w+)'", m.group(1))
             extra = {}
             for n in missing:
-                extra[n] = guess(n, inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY), self.cls, self.ns)[0]
-            out.append({**kwargs, **extra})
+                extra[n] = next((g for g in guess(n, inspect.Parameter(n, inspect.Parameter.KEYWORD_ONLY),
+                                                  self.cls, self.ns) if not isinstance(g, (Expr, ConfigArg))), 64)
+            if self.var_kw:  # a layer built from this class's **kwargs needs more of them
+                out.append({**kwargs, **extra})
+            # a dict parameter unpacked into a layer (``Encoder(**ddconfig)``) needs more keys
+            out += [{**kwargs, n: {**v, **extra}} for n, v in kwargs.items()
+                    if isinstance(v, dict) and re.search(rf"\*\*\s*{re.escape(n)}\b", line)]
         blamed = self._blamed(kwargs, msg, line)
+        choices = _listed_choices(msg)
+        if choices:  # "invalid model_name 1, must be one of resnet10, resnet18, ...": take a listed one
+            out += [{**kwargs, n: c} for n in blamed for c in choices[:2]]
+        if "must be a mapping" in msg:  # a parameter unpacked with ** into a layer: its keyword arguments
+            out += [{**kwargs, n: {}} for n in blamed if n in kwargs]
         wants_list = re.search(r"'(int|float)' object is not (subscriptable|iterable)|object of type '(int|float)' "
                                r"has no len\(\)|must be tuple of ints|not iterable", msg)
+        if wants_list:  # ``config.attention_window[layer_id]``: the configuration holds one value per layer
+            for n, attr in re.findall(r"\b(\w+)\.(\w+)\s*(?:\[|\)|$)", line):
+                v = kwargs.get(n)
+                if isinstance(v, ConfigArg):
+                    old = dict(v.values).get(attr)
+                    item = old if isinstance(old, int) and not isinstance(old, bool) else C
+                    out += [{**kwargs, n: v.with_value(attr, [item] * 4)}, {**kwargs, n: v.with_value(attr, [1] * 4)}]
         for n in blamed:
             p = dict(self.params)[n]
             if n not in kwargs:
@@ -268,6 +289,20 @@ class ConstructorSearch:
                 new += [{**kwargs, n: alt} for alt in self._choices(n, kwargs[n])[:4]]
         self.queue[:0] = new
         return len(new)
+
+
+def _listed_choices(msg: str) -> list[str]:
+    """The values an error message lists as allowed (``must be one of a, b``, ``among choices
+    {'a', 'b'}``, ``expected one of [a, b]``), in order."""
+    m = re.search(r"(?:must be (?:one of|in)|among choices|expected one of|choose from|supported (?:values )?"
+                  r"(?:are|is)|valid (?:options|values|choices) are|should be one of|not in)\s*:?\s*(.+)", msg,
+                  re.I | re.S)
+    if not m:
+        return []
+    listed = re.split(r",?\s*but\b|, got\b", m.group(1).split("\n")[0])[0]
+    words = re.findall(r"-?\d+(?![\w.])|[A-Za-z_][\w\-.]*", listed)
+    return [int(w) if re.fullmatch(r"-?\d+", w) else w for w in words
+            if w not in ("or", "and", "None", "True", "False", "dict_keys")][:8]
 
 
 def _attr_params(cls: type, params: set[str]) -> dict[str, list[str]]:
@@ -350,6 +385,9 @@ def _shape_guesses(module: nn.Module, kwargs: dict[str, Any]) -> list[list[int]]
         guesses.append([SEQ, B, layer.embed_dim] if not layer.batch_first else [B, SEQ, layer.embed_dim])
     elif isinstance(layer, nn.RNNBase):
         guesses.append([SEQ, B, layer.input_size] if not layer.batch_first else [B, SEQ, layer.input_size])
+    image = _image_guess(module)
+    if image and _takes_image(module):
+        guesses.insert(0, image)
     config = next((v for v in kwargs.values() if isinstance(v, ConfigArg)), None)
     hidden = getattr(module, "config", None)
     width = next((getattr(hidden, k) for k in ("hidden_size", "d_model", "n_embd", "embed_dim", "dim")
@@ -359,11 +397,85 @@ def _shape_guesses(module: nn.Module, kwargs: dict[str, Any]) -> list[list[int]]
     ch = _int_arg(kwargs, r"(in_|^dim$|^d$|channel|features|hidden|embed|d_model|^c$|planes|chs|width|^n_embd$)") or C
     guesses += [[B, ch, HW, HW], [B, SEQ, ch], [B, ch], [B, ch, SEQ], [2, ch, 8, 16, 16],
                 [B, 3, 224, 224] if ch == 3 else [B, 3, 64, 64], [B * SEQ * 4]]
+    if image:
+        guesses.append(image)
+    guesses += _layer_guesses(module)
     seen, out = set(), []
     for g in guesses:
         if tuple(g) not in seen:
             seen.add(tuple(g))
             out.append(g)
+    return out
+
+
+#: Attributes naming a network's input image size and channels, on the module, its
+#: submodules or their configuration objects (transformers' ``config.image_size``, timm's
+#: ``img_size``/``in_chans``).
+_IMAGE_SIZE = ("image_size", "img_size", "input_resolution", "input_size")
+_IMAGE_CHANNELS = ("num_channels", "in_chans", "in_channels", "image_channels")
+
+
+def _hint_objects(module: nn.Module, limit: int = 24) -> Iterator[Any]:
+    """The module, its first ``limit`` submodules, and the configuration objects they hold."""
+    for m in list(module.modules())[:limit]:
+        yield m
+        for name in ("config", "vision_config", "cfg"):
+            obj = m.__dict__.get(name)
+            if obj is not None and not isinstance(obj, (nn.Module, torch.Tensor, int, float, str, dict)):
+                yield obj
+
+
+def _image_guess(module: nn.Module) -> list[int] | None:
+    """[batch, channels, height, width] from a recorded input image size (and channel count):
+    a vision transformer's patch grid and position table fix the size its input must have."""
+    for obj in _hint_objects(module):
+        size = next((v for k in _IMAGE_SIZE if (v := _size2(getattr(obj, k, None)))), None)
+        if size is None:
+            continue
+        ch = next((v for k in _IMAGE_CHANNELS if isinstance(v := getattr(obj, k, None), int)
+                   and not isinstance(v, bool) and 0 < v <= 16), 3)
+        return [2 if max(size) >= 224 else B, ch, *size]
+    return None
+
+
+def _size2(v: Any) -> tuple[int, int] | None:
+    if isinstance(v, int) and not isinstance(v, bool):
+        v = (v, v)
+    if isinstance(v, (tuple, list)) and len(v) == 2 and all(
+            isinstance(d, int) and not isinstance(d, bool) and 8 <= d <= 1024 for d in v):
+        return tuple(v)
+    return None
+
+
+def _takes_image(module: nn.Module) -> bool:
+    """The first forward parameter is named like an image (``pixel_values``, ``images``)."""
+    params = _forward_params(module)
+    return bool(params) and bool(re.search(r"pixel|image|img", params[0][0].lower()))
+
+
+def _layer_guesses(module: nn.Module, limit: int = 6) -> list[list[int]]:
+    """Input shapes fitting each of the module's first distinct layers, for modules whose
+    first-built layer is not the first one forward runs (a head built before the stem)."""
+    out: list[list[int]] = []
+    for m in module.modules():
+        if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d)):
+            shape = [B, m.in_channels, HW, HW]
+        elif isinstance(m, (nn.Conv1d, nn.ConvTranspose1d)):
+            shape = [B, m.in_channels, SEQ]
+        elif isinstance(m, (nn.Conv3d, nn.ConvTranspose3d)):
+            shape = [2, m.in_channels, 8, 16, 16]
+        elif isinstance(m, nn.Linear):
+            shape = [B, SEQ, m.in_features]
+        elif isinstance(m, nn.LayerNorm) and len(m.normalized_shape) == 1:
+            shape = [B, SEQ, m.normalized_shape[0]]
+        elif isinstance(m, (nn.BatchNorm2d, nn.GroupNorm)):
+            shape = [B, getattr(m, "num_features", None) or m.num_channels, HW, HW]
+        else:
+            continue
+        if shape not in out:
+            out.append(shape)
+            if len(out) >= limit:
+                break
     return out
 
 
@@ -374,7 +486,7 @@ def _forward_params(module: nn.Module) -> list[tuple[str, inspect.Parameter]]:
         return [("x", inspect.Parameter("x", inspect.Parameter.POSITIONAL_ONLY))]
     params = []
     for n, p in sig.parameters.items():
-        if p.kind == p.VAR_KEYWORD or p.kind == p.KEYWORD_ONLY:
+        if p.kind == p.VAR_KEYWORD or (p.kind == p.KEYWORD_ONLY and p.default is not inspect.Parameter.empty):
             continue
         if p.kind == p.VAR_POSITIONAL:
             if not params:
@@ -420,6 +532,42 @@ def _optional_inputs(specs: list[dict], msg: str, line: str, module: nn.Module) 
             spec = {**_spec_for(name, specs[0]["shape"], module), "arg": name}
             out.append(specs + [spec])
     return out
+
+
+def _without_extras(specs: list[dict]) -> list[dict]:
+    """``specs`` with every tensor input after the first passed as None: the optional
+    conditioning many blocks take without a default (diffusers' ``temb``, a ``mask``)."""
+    out = [dict(specs[0])]
+    for s in specs[1:]:
+        if s["kind"] in ("tensor", "mask") and not s.get("pair"):
+            out.append({"kind": "value", "value": None, **({"arg": s["arg"]} if s.get("arg") else {})})
+        else:
+            out.append(dict(s))
+    return out
+
+
+def _routed_specs(params: list[tuple[str, inspect.Parameter]], shape: list[int],
+                  module: nn.Module) -> list[dict] | None:
+    """Inputs of a mixture-of-experts block that takes its router's choice
+    (transformers' ``Experts.forward(hidden_states, top_k_index, top_k_weights)``):
+    tokens [n, width], expert indices [n, k] below the expert count, weights [n, k]."""
+    names = [n for n, _ in params]
+    if len(names) != 3 or not re.search(r"index|indices|ids", names[1]) or not re.search(r"weight|prob|score", names[2]):
+        return None
+    experts = next((v for m in module.modules() for k in ("num_experts", "n_routed_experts", "num_local_experts")
+                    if isinstance(v := getattr(m, k, None), int) and v > 0), None)
+    if experts is None:
+        experts = next((len(m) for m in module.modules() if isinstance(m, nn.ModuleList)), None)
+    if not experts:
+        return None
+    cfg = getattr(module, "config", None)
+    k = next((v for v in (getattr(module, "top_k", None), getattr(cfg, "num_experts_per_tok", None))
+              if isinstance(v, int) and v > 0), 2)
+    k = min(k, experts)
+    n = 64
+    return [{"kind": "tensor", "shape": [n, shape[-1]], "dtype": "float32"},
+            {"kind": "index", "shape": [n, k], "high": experts, "dtype": "int64"},
+            {"kind": "tensor", "shape": [n, k], "dtype": "float32"}]
 
 
 def _pair_specs(name: str, shape: list[int], module: nn.Module) -> list[dict]:
@@ -483,8 +631,34 @@ def call(module: nn.Module, specs: list[dict], args: list[Any]) -> Any:
     return module(*pos, **kw)
 
 
-def _spec_for(name: str, shape: list[int], module: nn.Module) -> dict:
+#: Forward parameters giving the spatial size of a [batch, height * width, channels] input
+#: (Swin-style blocks): one int each, or an (height, width) pair.
+_SPATIAL_INT = re.compile(r"h|w|height|width|img_h|img_w|hh|ww|h_x|w_x")
+_SPATIAL_PAIR = re.compile(r"x_size|input_dimensions|hw_shape|hw|input_resolution|spatial_shape|hw_size|"
+                           r"feat_size|image_size|size_hw")
+SPATIAL = 16  # height and width given to such blocks: 256 tokens
+#: A sequence-length tensor beside a [batch, time, features] input (ESPnet's ``ilens``).
+_LENGTHS = re.compile(r"(.*_)?(i?lens|o?lens|lengths?|seq_lens?|x_lens|n_frames)")
+#: A diffusion timestep or noise level: one value per batch element.
+_TIMESTEP = re.compile(r"t|ts|timesteps?|time_?steps?|times?|sigmas?|noise_levels?|noise_labels?")
+
+
+def _spatial_value(name: str) -> dict | None:
+    if _SPATIAL_INT.fullmatch(name.lower()):
+        return {"kind": "value", "value": SPATIAL}
+    if _SPATIAL_PAIR.fullmatch(name.lower()):
+        return {"kind": "value", "value": (SPATIAL, SPATIAL)}
+    return None
+
+
+def _spec_for(name: str, shape: list[int], module: nn.Module, first: bool = True) -> dict:
     low = name.lower()
+    if not first and len(shape) >= 2:
+        if _LENGTHS.fullmatch(low):
+            t = shape[1] if len(shape) == 2 else shape[-2] if len(shape) == 3 else shape[-1]
+            return {"kind": "index", "shape": [shape[0]], "low": t, "high": t + 1, "dtype": "int64"}
+        if _TIMESTEP.fullmatch(low):
+            return {"kind": "tensor", "shape": [shape[0]], "dtype": "float32"}
     emb = next((m for m in module.modules() if isinstance(m, (nn.Embedding, nn.EmbeddingBag))), None)
     if emb is not None and re.search(r"(ids|idx|index|indices|tokens|input$|^x$|^inp$|^seq$|^text$)", low) \
             and _first_layer(module) is emb:
@@ -658,19 +832,28 @@ def find_inputs(module: nn.Module, kwargs: dict[str, Any], budget_s: float,
     pairs = [n for n, p in params if _is_pair(n, p)]
     # a required pair goes by keyword, and so does every input (positions would shift)
     by_name = bool(pairs) and all(p.kind == p.POSITIONAL_OR_KEYWORD for _, p in params)
+    spatial = any(_spatial_value(n) for n, _ in params[1:])
     queue: list[list[dict]] = []
-    for shape in _shape_guesses(module, kwargs):
+    for g, shape in enumerate(_shape_guesses(module, kwargs)):
+        if spatial and len(shape) == 3:  # [batch, height * width, channels]
+            shape = [shape[0], SPATIAL * SPATIAL, shape[2]]
+        routed = _routed_specs(params, shape, module)
+        if routed:
+            queue.append(routed)
         specs = []
-        for n, p in params:
+        for i, (n, p) in enumerate(params):
             if by_name and n in pairs and len(shape) == 3:
                 specs += _pair_specs(n, shape, module)
             else:
-                spec = _value_spec(n, p, module) or _spec_for(n, shape, module)
-                specs.append({**spec, **({"arg": n} if by_name else {})})
+                spec = ((_spatial_value(n) if i else None) or _value_spec(n, p, module)
+                        or _spec_for(n, shape, module, first=not i))
+                specs.append({**spec, **({"arg": n} if by_name or p.kind == p.KEYWORD_ONLY else {})})
         if paired and specs and len(shape) == 3:
             for name in paired:
                 specs += _pair_specs(name, shape, module)
         queue.append(specs)
+        if g < 2 and len(params) > 1:
+            queue.append(_without_extras(specs))
     tried: set[str] = set()
     deadline = time.monotonic() + budget_s
     last = first = last_line = first_line = ""
@@ -769,17 +952,56 @@ def _forward_wrapper(specs: list[dict], module: nn.Module) -> list[str]:
             f"        return super().forward({', '.join(pos + kw)})"]
 
 
+#: Parameters made with ``torch.empty`` and left for a model-level init (transformers'
+#: ``_init_weights``, which a standalone block never runs) hold whatever memory held:
+#: outputs that differ from run to run, or NaN.
+_EMPTY_PARAM = re.compile(r"Parameter\(\s*torch\.empty\(")
+
+#: Written into problems whose code makes such parameters; ``Model`` is built inside it.
+FILLED_EMPTY_SOURCE = '''
+@contextlib.contextmanager
+def _filled_empty():
+    """torch.empty filling floating tensors from N(0, 0.02) (transformers' initializer_range)
+    while the module is built, for parameters its code leaves to a model-level init."""
+    empty = torch.empty
+
+    def filled(*args, **kwargs):
+        t = empty(*args, **kwargs)
+        if t.is_floating_point():
+            with torch.no_grad():
+                t.normal_(0.0, 0.02)
+        return t
+
+    torch.empty = filled
+    try:
+        yield
+    finally:
+        torch.empty = empty
+'''
+_filled_ns: dict[str, Any] = {"contextlib": contextlib, "torch": torch}
+exec(FILLED_EMPTY_SOURCE, _filled_ns)
+filled_empty = _filled_ns["_filled_empty"]
+
+
+def needs_filled_empty(closure_source: str) -> bool:
+    """Whether the closure makes parameters with ``torch.empty`` (see :data:`FILLED_EMPTY_SOURCE`)."""
+    return bool(_EMPTY_PARAM.search(closure_source))
+
+
 def model_wrapper(class_name: str, kwargs: dict[str, Any], doc: str, eval_mode: bool = False,
-                  forward: list[str] = ()) -> str:
+                  forward: list[str] = (), fill_empty: bool = False) -> str:
     """Source of ``class Model(<class_name>)``.
 
     Literal arguments become ``Model``'s positional parameters (``get_init_inputs()``),
     configuration arguments too (as the dict of values the configuration is built with);
-    :class:`~curate.mine.guess.Expr` arguments are written in place.
+    :class:`~curate.mine.guess.Expr` arguments are written in place. With ``fill_empty``
+    the base class is built inside :data:`FILLED_EMPTY_SOURCE`'s context.
     """
     lines = [f"class Model({class_name}):", f'    """{doc}"""']
+    if fill_empty:
+        lines[:0] = ["import contextlib", *FILLED_EMPTY_SOURCE.splitlines(), "", ""]
     names = [n for n, v in kwargs.items() if not isinstance(v, Expr)]
-    if kwargs or eval_mode:
+    if kwargs or eval_mode or fill_empty:
         passed = []
         for n, v in kwargs.items():
             if isinstance(v, Expr):
@@ -791,8 +1013,11 @@ def model_wrapper(class_name: str, kwargs: dict[str, Any], doc: str, eval_mode: 
                     lines.insert(1, "")
             else:
                 passed.append(f"{n}={n}")
-        lines += [f"    def __init__(self{''.join(', ' + n for n in names)}):",
-                  f"        super().__init__({', '.join(passed)})"]
+        lines.append(f"    def __init__(self{''.join(', ' + n for n in names)}):")
+        if fill_empty:
+            lines += ["        with _filled_empty():", f"            super().__init__({', '.join(passed)})"]
+        else:
+            lines.append(f"        super().__init__({', '.join(passed)})")
         if eval_mode:
             lines.append("        self.eval()  # dropout inside is not configurable: keep the problem deterministic")
     lines += list(forward)
@@ -909,7 +1134,7 @@ def _synthesize(closure_source: str, class_name: str, doc: str, budget_s: float 
     cls = ns.get(class_name)
     if not (isinstance(cls, type) and issubclass(cls, nn.Module)):
         raise SynthesisError("not_a_module", f"{class_name} is not an nn.Module subclass at run time")
-    search = ConstructorSearch(cls, ns)
+    search = ConstructorSearch(cls, ns, fill_empty=needs_filled_empty(closure_source))
     deadline = t0 + budget_s
     failures: list[SynthesisError] = []
     found = None
@@ -942,7 +1167,8 @@ def _synthesize(closure_source: str, class_name: str, doc: str, budget_s: float 
     mode = determinism(module, specs, out)
     if mode == "random":
         raise SynthesisError("random_output", "two runs on the same inputs differ, in train and in eval mode")
-    wrapper = model_wrapper(class_name, kwargs, doc, mode == "eval", _forward_wrapper(specs, module))
+    wrapper = model_wrapper(class_name, kwargs, doc, mode == "eval", _forward_wrapper(specs, module),
+                            search.fill_empty)
     code = assemble(closure_source + "\n\n" + wrapper, specs, init_args(kwargs))
     # Final check: the file alone builds Model(*get_init_inputs()) and runs get_inputs().
     try:
