@@ -739,6 +739,19 @@ def _repair_specs(specs: list[dict], msg: str, module: nn.Module) -> list[list[d
                     with_dim(i, d, b)
                 if v == b and a > 1:
                     with_dim(i, d, a)
+    m = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)|subscript \w+ has size "
+                  r"(\d+) for operand \d+ which does not broadcast with previously seen size (\d+)", msg)
+    if m:  # a flattened height * width that must equal a fixed token count: a square image of that many
+        a, b = (int(g) for g in m.groups() if g)
+        for i, s in enumerate(specs):
+            shape = s.get("shape", [])
+            if s["kind"] == "tensor" and len(shape) >= 4 and shape[-1] == shape[-2]:
+                for x, y in ((a, b), (b, a)):
+                    side = math.isqrt(y)
+                    if shape[-1] ** 2 == x and side * side == y and 4 <= side <= 256:
+                        new = [dict(t) for t in specs]
+                        new[i] = {**s, "shape": shape[:-2] + [side, side]}
+                        out.append(new)
     m = re.search(r"Expected (\d)D.* input|expected (\d)D input|Expected (\d)-dimensional|"
                   r"Expected \d+D \(unbatched\) or (\d)D \(batched\)|expected (\d)D or \dD input|"
                   r"got (\d)D input|Expected input batch_size|expected (\d)D tensor", msg)
