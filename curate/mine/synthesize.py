@@ -25,6 +25,7 @@ import functools
 import hashlib
 import importlib.metadata
 import inspect
+import itertools
 import math
 import pkgutil
 import re
@@ -351,7 +352,9 @@ def _int_arg(kwargs: dict[str, Any], pattern: str) -> int | None:
     return None
 
 
-def _shape_guesses(module: nn.Module, kwargs: dict[str, Any]) -> list[list[int]]:
+def _shape_guesses(module: nn.Module, kwargs: dict[str, Any],
+                   params: list[tuple[str, inspect.Parameter]]) -> list[list[int]]:
+    """First-input shapes to try, most likely first; ``params`` are :func:`_forward_params`."""
     guesses: list[list[int]] = []
     img = _int_arg(kwargs, r"img_size|image_size|^resolution$|input_resolution|^input_size$")
     chans = _int_arg(kwargs, r"^in_chans$|^in_channels$|^channels$|^num_channels$|^in_ch$|^c_in$|^image_channels$")
@@ -363,30 +366,9 @@ def _shape_guesses(module: nn.Module, kwargs: dict[str, Any]) -> list[list[int]]
                  and all(isinstance(d, int) and 0 < d <= 512 for d in v)), None)
     if size and isinstance(layer, nn.Conv2d):  # a network that records its input size (pytorchcv)
         guesses.append([2 if max(size) >= 224 else B, layer.in_channels, *size])
-    if isinstance(layer, (nn.Conv2d, nn.ConvTranspose2d)):
-        guesses.append([B, layer.in_channels, HW, HW])
-    elif isinstance(layer, (nn.Conv1d, nn.ConvTranspose1d)):
-        guesses.append([B, layer.in_channels, SEQ])
-    elif isinstance(layer, (nn.Conv3d, nn.ConvTranspose3d)):
-        guesses.append([2, layer.in_channels, 8, 16, 16])
-    elif isinstance(layer, nn.Linear):
-        guesses += [[B, SEQ, layer.in_features], [B, layer.in_features]]
-    elif isinstance(layer, nn.LayerNorm):
-        guesses.append([B, SEQ, *layer.normalized_shape])
-    elif isinstance(layer, nn.GroupNorm):
-        guesses.append([B, layer.num_channels, HW, HW])
-    elif isinstance(layer, (nn.BatchNorm2d, nn.InstanceNorm2d)):
-        guesses.append([B, layer.num_features, HW, HW])
-    elif isinstance(layer, (nn.BatchNorm1d, nn.InstanceNorm1d)):
-        guesses += [[B, layer.num_features, SEQ], [B, layer.num_features]]
-    elif isinstance(layer, nn.BatchNorm3d):
-        guesses.append([2, layer.num_features, 8, 16, 16])
-    elif isinstance(layer, nn.MultiheadAttention):
-        guesses.append([SEQ, B, layer.embed_dim] if not layer.batch_first else [B, SEQ, layer.embed_dim])
-    elif isinstance(layer, nn.RNNBase):
-        guesses.append([SEQ, B, layer.input_size] if not layer.batch_first else [B, SEQ, layer.input_size])
+    guesses += _layer_shapes(layer)
     image = _image_guess(module)
-    if image and _takes_image(module):
+    if image and _takes_image(params):
         guesses.insert(0, image)
     config = next((v for v in kwargs.values() if isinstance(v, ConfigArg)), None)
     hidden = getattr(module, "config", None)
@@ -417,7 +399,7 @@ _IMAGE_CHANNELS = ("num_channels", "in_chans", "in_channels", "image_channels")
 
 def _hint_objects(module: nn.Module, limit: int = 24) -> Iterator[Any]:
     """The module, its first ``limit`` submodules, and the configuration objects they hold."""
-    for m in list(module.modules())[:limit]:
+    for m in itertools.islice(module.modules(), limit):
         yield m
         for name in ("config", "vision_config", "cfg"):
             obj = m.__dict__.get(name)
@@ -447,10 +429,41 @@ def _size2(v: Any) -> tuple[int, int] | None:
     return None
 
 
-def _takes_image(module: nn.Module) -> bool:
+def _takes_image(params: list[tuple[str, inspect.Parameter]]) -> bool:
     """The first forward parameter is named like an image (``pixel_values``, ``images``)."""
-    params = _forward_params(module)
     return bool(params) and bool(re.search(r"pixel|image|img", params[0][0].lower()))
+
+
+def _layer_shapes(layer: nn.Module | None) -> list[list[int]]:
+    """Input shapes that fit ``layer`` when it is the first one forward runs (most likely first)."""
+    if isinstance(layer, (nn.Conv2d, nn.ConvTranspose2d)):
+        return [[B, layer.in_channels, HW, HW]]
+    if isinstance(layer, (nn.Conv1d, nn.ConvTranspose1d)):
+        return [[B, layer.in_channels, SEQ]]
+    if isinstance(layer, (nn.Conv3d, nn.ConvTranspose3d)):
+        return [[2, layer.in_channels, 8, 16, 16]]
+    if isinstance(layer, nn.Linear):
+        return [[B, SEQ, layer.in_features], [B, layer.in_features]]
+    if isinstance(layer, nn.LayerNorm):
+        return [[B, SEQ, *layer.normalized_shape]]
+    if isinstance(layer, nn.GroupNorm):
+        return [[B, layer.num_channels, HW, HW]]
+    if isinstance(layer, (nn.BatchNorm2d, nn.InstanceNorm2d)):
+        return [[B, layer.num_features, HW, HW]]
+    if isinstance(layer, (nn.BatchNorm1d, nn.InstanceNorm1d)):
+        return [[B, layer.num_features, SEQ], [B, layer.num_features]]
+    if isinstance(layer, nn.BatchNorm3d):
+        return [[2, layer.num_features, 8, 16, 16]]
+    if isinstance(layer, nn.MultiheadAttention):
+        return [[SEQ, B, layer.embed_dim] if not layer.batch_first else [B, SEQ, layer.embed_dim]]
+    if isinstance(layer, nn.RNNBase):
+        return [[SEQ, B, layer.input_size] if not layer.batch_first else [B, SEQ, layer.input_size]]
+    return []
+
+
+#: Layers :func:`_layer_guesses` takes a guess from (the others' guesses repeat these).
+_GUESSED_LAYERS = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d,
+                   nn.Linear, nn.LayerNorm, nn.GroupNorm, nn.BatchNorm2d)
 
 
 def _layer_guesses(module: nn.Module, limit: int = 6) -> list[list[int]]:
@@ -458,20 +471,9 @@ def _layer_guesses(module: nn.Module, limit: int = 6) -> list[list[int]]:
     first-built layer is not the first one forward runs (a head built before the stem)."""
     out: list[list[int]] = []
     for m in module.modules():
-        if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d)):
-            shape = [B, m.in_channels, HW, HW]
-        elif isinstance(m, (nn.Conv1d, nn.ConvTranspose1d)):
-            shape = [B, m.in_channels, SEQ]
-        elif isinstance(m, (nn.Conv3d, nn.ConvTranspose3d)):
-            shape = [2, m.in_channels, 8, 16, 16]
-        elif isinstance(m, nn.Linear):
-            shape = [B, SEQ, m.in_features]
-        elif isinstance(m, nn.LayerNorm) and len(m.normalized_shape) == 1:
-            shape = [B, SEQ, m.normalized_shape[0]]
-        elif isinstance(m, (nn.BatchNorm2d, nn.GroupNorm)):
-            shape = [B, getattr(m, "num_features", None) or m.num_channels, HW, HW]
-        else:
+        if not isinstance(m, _GUESSED_LAYERS) or isinstance(m, nn.LayerNorm) and len(m.normalized_shape) != 1:
             continue
+        shape = _layer_shapes(m)[0]
         if shape not in out:
             out.append(shape)
             if len(out) >= limit:
@@ -546,11 +548,9 @@ def _without_extras(specs: list[dict]) -> list[dict]:
     return out
 
 
-def _routed_specs(params: list[tuple[str, inspect.Parameter]], shape: list[int],
-                  module: nn.Module) -> list[dict] | None:
-    """Inputs of a mixture-of-experts block that takes its router's choice
-    (transformers' ``Experts.forward(hidden_states, top_k_index, top_k_weights)``):
-    tokens [n, width], expert indices [n, k] below the expert count, weights [n, k]."""
+def _router_choice(params: list[tuple[str, inspect.Parameter]], module: nn.Module) -> tuple[int, int] | None:
+    """``(expert count, k)`` of a mixture-of-experts block that takes its router's choice
+    (transformers' ``Experts.forward(hidden_states, top_k_index, top_k_weights)``), else None."""
     names = [n for n, _ in params]
     if len(names) != 3 or not re.search(r"index|indices|ids", names[1]) or not re.search(r"weight|prob|score", names[2]):
         return None
@@ -563,9 +563,13 @@ def _routed_specs(params: list[tuple[str, inspect.Parameter]], shape: list[int],
     cfg = getattr(module, "config", None)
     k = next((v for v in (getattr(module, "top_k", None), getattr(cfg, "num_experts_per_tok", None))
               if isinstance(v, int) and v > 0), 2)
-    k = min(k, experts)
-    n = 64
-    return [{"kind": "tensor", "shape": [n, shape[-1]], "dtype": "float32"},
+    return experts, min(k, experts)
+
+
+def _routed_specs(width: int, experts: int, k: int, n: int = 64) -> list[dict]:
+    """A routed block's inputs: tokens [n, width], expert indices [n, k] below ``experts``,
+    weights [n, k]."""
+    return [{"kind": "tensor", "shape": [n, width], "dtype": "float32"},
             {"kind": "index", "shape": [n, k], "high": experts, "dtype": "int64"},
             {"kind": "tensor", "shape": [n, k], "dtype": "float32"}]
 
@@ -846,13 +850,13 @@ def find_inputs(module: nn.Module, kwargs: dict[str, Any], budget_s: float,
     # a required pair goes by keyword, and so does every input (positions would shift)
     by_name = bool(pairs) and all(p.kind == p.POSITIONAL_OR_KEYWORD for _, p in params)
     spatial = any(_spatial_value(n) for n, _ in params[1:])
+    router = _router_choice(params, module)
     queue: list[list[dict]] = []
-    for g, shape in enumerate(_shape_guesses(module, kwargs)):
+    for g, shape in enumerate(_shape_guesses(module, kwargs, params)):
         if spatial and len(shape) == 3:  # [batch, height * width, channels]
             shape = [shape[0], SPATIAL * SPATIAL, shape[2]]
-        routed = _routed_specs(params, shape, module)
-        if routed:
-            queue.append(routed)
+        if router:
+            queue.append(_routed_specs(shape[-1], *router))
         specs = []
         for i, (n, p) in enumerate(params):
             if by_name and n in pairs and len(shape) == 3:
