@@ -33,7 +33,7 @@ INPUTS_MARKER = "# ---- curate: inputs (generated) ----"
 
 _DTYPE_BYTES = {
     "float64": 8, "float32": 4, "float16": 2, "bfloat16": 2,
-    "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint8": 1, "bool": 1,
+    "int64": 8, "int32": 4, "int16": 2, "int8": 1, "uint8": 1, "bool": 1, "complex64": 8,
 }
 
 
@@ -126,15 +126,15 @@ _SOURCES: list[str] = []  # linecache entries made by exec_source, oldest first
 def exec_source(code: str, name: str) -> dict[str, Any]:
     """Execute ``code`` as a module named ``name``; return its namespace.
 
-    The module is registered in ``sys.modules`` while it runs: ``dataclasses`` looks a class's
-    module up there to read string annotations (``from __future__ import annotations``), so
-    an unregistered namespace cannot define a dataclass. Its source is put in ``linecache``
+    The module stays registered in ``sys.modules`` under ``name`` (until the next module of
+    that name replaces it): ``dataclasses`` looks a class's module up there to read string
+    annotations (``from __future__ import annotations``) while the code runs, and
+    torch_geometric's ``MessagePassing`` reads its subclass's module globals when built. Its source is put in ``linecache``
     under a file name unique to the code, so ``inspect.getsource`` works on its functions:
     Triton's ``@jit`` reads a kernel's source that way and refuses (ValueError "@jit functions
     should be defined in a Python file") code that has none. Exceptions propagate.
     """
     module = types.ModuleType(name)
-    previous = sys.modules.get(name)
     sys.modules[name] = module
     filename = f"<{name} {hashlib.sha1(code.encode()).hexdigest()[:12]}>"
     linecache.cache[filename] = (len(code), None, code.splitlines(keepends=True), filename)
@@ -143,11 +143,9 @@ def exec_source(code: str, name: str) -> dict[str, Any]:
         linecache.cache.pop(_SOURCES.pop(0), None)
     try:
         exec(compile(code, filename, "exec"), module.__dict__)
-    finally:
-        if previous is None:
-            sys.modules.pop(name, None)
-        else:
-            sys.modules[name] = previous
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
     return module.__dict__
 
 

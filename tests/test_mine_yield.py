@@ -40,9 +40,12 @@ _RUN_ALONE = textwrap.dedent("""
     for name in list(sys.modules):
         if name.split(".")[0] in BLOCKED:
             del sys.modules[name]
-    import torch
+    import linecache, torch
+    code = sys.stdin.read()
+    # as curate.problem.exec_source: the source is readable (TorchScript and Triton read it)
+    linecache.cache["<problem>"] = (len(code), None, code.splitlines(keepends=True), "<problem>")
     ns = {"__name__": "__main__"}
-    exec(compile(sys.stdin.read(), "problem.py", "exec"), ns)
+    exec(compile(code, "<problem>", "exec"), ns)
     torch.manual_seed(0)
     model = ns["Model"](*ns["get_init_inputs"]())
     out = model(*ns["get_inputs"]())
@@ -1142,4 +1145,37 @@ def test_constructor_repairs_from_listed_choices_dimension_counts_and_activation
     prob = synthesize(closure.source, "EfficientNetBN", "test: monai EfficientNetBN", 60.0)
     assert prob["init_args"][0].startswith("efficientnet-b")
     assert 2 in prob["init_args"] or len(prob["input_spec"][0]["shape"]) == 4
+    run_alone(prob["code"])
+
+
+def test_nemo_module_gets_its_declared_input_types():
+    """NeMo modules declare their forward inputs (``input_types``: ``NeuralType(('B', 'T'),
+    AudioSignal())``, lengths as ``LengthsType``) and check them under ``@typecheck``, which
+    takes keyword arguments only: SEANetEncoder gets a waveform of one second by name and one
+    full length per batch element."""
+    resolver = pypi("nemo-toolkit", "3.0.0")
+    closure = resolver.closure("nemo.collections.tts.modules.encodec_modules", "SEANetEncoder")
+    prob = synthesize(closure.source, "SEANetEncoder", "test: nemo SEANetEncoder", 60.0)
+    audio, lengths = prob["input_spec"]
+    assert audio["arg"] == "audio" and len(audio["shape"]) == 2 and audio["shape"][1] >= 16000
+    assert lengths["arg"] == "audio_len" and lengths["kind"] == "index" and lengths["shape"] == audio["shape"][:1]
+    assert lengths["low"] == audio["shape"][1]
+    run_alone(prob["code"])
+
+
+def test_complex_spectra_and_layers_passed_to_the_constructor():
+    """An error asking for complex tensors (ESPnet's spectral losses compare STFT frames) makes
+    the inputs complex64; a constructor parameter the module calls (``self.embedding(x)``)
+    where a number was guessed becomes the layer its name says."""
+    resolver = pypi("espnet", "202611")
+    closure = resolver.closure("espnet2.enh.loss.criterions.tf_domain", "FrequencyDomainAbsCoherence")
+    prob = synthesize(closure.source, "FrequencyDomainAbsCoherence", "test: espnet coherence", 60.0)
+    assert [s["dtype"] for s in prob["input_spec"]] == ["complex64", "complex64"]
+    assert "dtype=torch.complex64" in prob["code"]
+    run_alone(prob["code"])
+
+    resolver = pypi("spikingjelly", "2.0.0")
+    closure = resolver.closure("spikingjelly.activation_based.ann2snn.recipes.spikezip_qann", "SpikeZIPEmbedding")
+    prob = synthesize(closure.source, "SpikeZIPEmbedding", "test: spikingjelly embedding", 60.0)
+    assert "torch.nn.Embedding(" in prob["code"] and prob["input_spec"][0]["kind"] == "index"
     run_alone(prob["code"])

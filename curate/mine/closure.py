@@ -264,9 +264,10 @@ class Resolver:
             return ent
         if self.module_path(sub) is not None:
             return ("<module>", sub)
-        if pkg is None or self._stand_in_only(absmod):
-            return ("<missing>", sub)  # a stand-in covers part of a package: the rest is missing
-        return None
+        # a stand-in covering part of a package, or a module without the name (a lazy
+        # ``__init__`` such as transformers', a name a later release removed): a placeholder
+        # that raises ImportError when used
+        return ("<missing>", sub)
 
     # -- closure -------------------------------------------------------------------
     def closure(self, module: str, class_name: str) -> Closure:

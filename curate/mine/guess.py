@@ -142,6 +142,13 @@ def _wrapped_choices(class_name: str) -> list[Any]:
     return first + [e for e in MODULE_CHOICES[:2] if e not in first]
 
 
+def module_choices(name: str) -> list[Any]:
+    """Layers for a parameter the module calls (``self.embedding(x)``) where a plain value was
+    guessed (``'int' object is not callable``): the layer kind its name says first."""
+    by_name = [e for pat, e in _WRAPPED_BY_NAME if re.search(pat, name, re.I)][:1]
+    return by_name + [e for e in MODULE_CHOICES if e not in by_name]
+
+
 def _annotation_text(param: inspect.Parameter) -> str:
     ann = param.annotation
     if ann is inspect.Parameter.empty:

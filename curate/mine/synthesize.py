@@ -50,6 +50,7 @@ from curate.mine.guess import (
     alternatives,
     build,
     guess,
+    module_choices,
     optional_override,
 )
 from curate.problem import assemble, build_inputs, exec_source, load_problem
@@ -248,6 +249,9 @@ class ConstructorSearch:
                     old = dict(v.values).get(attr)
                     item = old if isinstance(old, int) and not isinstance(old, bool) else C
                     out += [{**kwargs, n: v.with_value(attr, [item] * 4)}, {**kwargs, n: v.with_value(attr, [1] * 4)}]
+        if _NOT_CALLABLE.search(msg):  # ``self.embedding = embedding`` then called: a layer, not a number
+            out += [{**kwargs, n: m} for n in blamed if not isinstance(kwargs.get(n), (Expr, ConfigArg))
+                    for m in module_choices(n)[:3]]
         for n in blamed:
             p = dict(self.params)[n]
             if n not in kwargs:
@@ -282,14 +286,20 @@ class ConstructorSearch:
         if m and (any(isinstance(v, ConfigArg) and v.is_type(m.group(1)) for v in kwargs.values())
                   or self._config_params(kwargs, m.group(1), line)):
             new += self._repairs(kwargs, msg, line)[:4]
+        called = _NOT_CALLABLE.search(msg)
         for n in self._blamed(kwargs, msg, line):
             p = dict(self.params)[n]
+            if called and not isinstance(kwargs.get(n), (Expr, ConfigArg)):
+                new += [{**kwargs, n: m} for m in module_choices(n)[:3]]
             if n not in kwargs:
                 new += [{**kwargs, n: g} for g in guess(n, p, self.cls, self.ns)[:2]]
             else:
                 new += [{**kwargs, n: alt} for alt in self._choices(n, kwargs[n])[:4]]
         self.queue[:0] = new
         return len(new)
+
+
+_NOT_CALLABLE = re.compile(r"'(int|float|str|bool|NoneType|tuple|list)' object is not callable")
 
 
 def _listed_choices(msg: str) -> list[str]:
@@ -479,6 +489,55 @@ def _layer_guesses(module: nn.Module, limit: int = 6) -> list[list[int]]:
             if len(out) >= limit:
                 break
     return out
+
+
+#: Sizes of a declared input's axes by kind (NeMo's ``AxisKind`` names); a channel or feature
+#: axis takes the module's first layer's width.
+AUDIO_SAMPLES = 16000  # one second at 16 kHz
+_AXIS_SIZES = {"Batch": B, "Time": SEQ, "Sequence": SEQ, "Width": HW, "Height": HW, "Singleton": 1, "FlowGroup": 1}
+
+
+def _declared_specs(module: nn.Module, params: list[tuple[str, inspect.Parameter]]) -> list[dict] | None:
+    """Input specs from the types a module declares for its forward inputs: NeMo's
+    ``input_types``, a dict of argument name -> ``NeuralType(axes, elements_type, optional)``
+    whose axes name their kind (``('B', 'D', 'T')``) and, at times, their size. Lengths
+    (``LengthsType``) are the full time length; optional inputs are left out. None when the
+    module declares nothing usable."""
+    try:
+        declared = getattr(module, "input_types", None)
+    except Exception:  # a property reading configuration the guess lacks
+        return None
+    names = {n for n, _ in params}
+    if not isinstance(declared, dict) or not declared or not set(declared) <= names:
+        return None
+    shapes = _layer_shapes(_first_layer(module))
+    width = shapes[0][1] if shapes and len(shapes[0]) > 2 else C
+    specs = []
+    length = SEQ
+    for name, nt in declared.items():
+        axes = getattr(nt, "axes", None)
+        if getattr(nt, "optional", False):
+            continue
+        if axes is None:
+            return None
+        element = type(getattr(nt, "elements_type", None)).__name__
+        shape = []
+        for ax in axes:
+            size = getattr(ax, "size", None)
+            kind = getattr(getattr(ax, "kind", None), "name", "")
+            if kind == "Time" and "Audio" in element:
+                size = length = AUDIO_SAMPLES  # a waveform: codecs downsample it hundreds of times
+            shape.append(size if isinstance(size, int) and size > 0 else _AXIS_SIZES.get(kind, width))
+        if "Length" in element:
+            specs.append({"kind": "index", "shape": shape, "low": length, "high": length + 1, "dtype": "int64",
+                          "arg": name})
+        elif re.search(r"Label|Index|Token", element):
+            specs.append({"kind": "index", "shape": shape, "high": 2, "dtype": "int64", "arg": name})
+        elif "Mask" in element:
+            specs.append({"kind": "mask", "shape": shape, "dtype": "bool", "arg": name})
+        else:
+            specs.append({"kind": "tensor", "shape": shape, "dtype": "float32", "arg": name})
+    return specs or None
 
 
 def _forward_params(module: nn.Module) -> list[tuple[str, inspect.Parameter]]:
@@ -687,6 +746,10 @@ def _einops_rank(pattern: str) -> int | None:
     return None if any("..." in g for g in groups) else len(groups)
 
 
+_COMPLEX = re.compile(r"must be complex|non-complex dtype|expected a complex|complex tensors? (?:is )?(?:expected|"
+                      r"required)|only supported for complex|is not complex|input should be complex")
+
+
 def _repair_specs(specs: list[dict], msg: str, module: nn.Module) -> list[list[dict]]:
     """New input specs suggested by an error message (paritybench-style repairs)."""
     out: list[list[dict]] = []
@@ -712,6 +775,9 @@ def _repair_specs(specs: list[dict], msg: str, module: nn.Module) -> list[list[d
         if shape:
             out.append([{**s, "shape": shape} if s["kind"] == "tensor" else s for s in specs])
 
+    if _COMPLEX.search(msg):  # a spectrum (ESPnet's enhancement front ends take STFT frames)
+        out.append([{**s, "dtype": "complex64"} if s["kind"] == "tensor" and s.get("dtype", "float32") == "float32"
+                     else s for s in specs])
     m = re.search(r"to have (\d+) channels, but got (\d+) channels", msg)
     if m:
         for i in tensors:
@@ -852,6 +918,9 @@ def find_inputs(module: nn.Module, kwargs: dict[str, Any], budget_s: float,
     spatial = any(_spatial_value(n) for n, _ in params[1:])
     router = _router_choice(params, module)
     queue: list[list[dict]] = []
+    declared = _declared_specs(module, params)
+    if declared:
+        queue.append(declared)
     for g, shape in enumerate(_shape_guesses(module, kwargs, params)):
         if spatial and len(shape) == 3:  # [batch, height * width, channels]
             shape = [shape[0], SPATIAL * SPATIAL, shape[2]]
@@ -902,6 +971,8 @@ def find_inputs(module: nn.Module, kwargs: dict[str, Any], budget_s: float,
             if reason:
                 raise SynthesisError(reason, last)
             repairs = _optional_inputs(specs, last, last_line, module) + _repair_specs(specs, last, module)
+            if "kwargs only" in last:  # NeMo's @typecheck: "All arguments must be passed by kwargs only"
+                repairs.insert(0, [{"arg": n, **s} for s, (n, _) in zip(specs, params)] + specs[len(params):])
             queue[:0] = repairs  # repairs of this guess first: depth-first like paritybench
     if "too large" in last or "size cap" in last:
         raise SynthesisError("inputs_too_large", last)

@@ -63,6 +63,13 @@ STAND_INS: dict[str, str] = {
     "beartype.typing": "beartype_typing.py",
     "beartype.door": "beartype_door.py",
     "jaxtyping": "jaxtyping.py",
+    "diffusers.configuration_utils": "diffusers_configuration_utils.py",
+    "diffusers.models.modeling_utils": "diffusers_modeling_utils.py",
+    "diffusers.models.attention_dispatch": "diffusers_attention_dispatch.py",
+    "diffusers.loaders": "diffusers_loaders.py",
+    "diffusers.loaders.peft": "diffusers_loaders.py",
+    "diffusers.loaders.single_file_model": "diffusers_loaders.py",
+    "diffusers.models.cache_utils": "diffusers_loaders.py",
     "curate.unavailable": "unavailable.py",
 }
 
