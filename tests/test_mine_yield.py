@@ -317,27 +317,35 @@ def test_a_clashing_dunder_global_keeps_its_dunder_form(tmp_path: Path):
 
 def test_transformers_version_reads_resolve_to_the_standin(tmp_path: Path):
     """``import transformers; transformers.__version__`` (peft's import-time checks) reads the
-    stand-in's version; a name the stand-in lacks stays a placeholder raising ImportError."""
+    stand-in's version; base classes imported from the top (``PreTrainedModel``) are the
+    stand-ins'; a name the stand-in lacks stays a placeholder raising ImportError."""
     pkg = tmp_path / "pkg"
     pkg.mkdir()
     (pkg / "__init__.py").write_text("")
     (pkg / "m.py").write_text(textwrap.dedent("""
         import torch
         import transformers
-        from transformers import PreTrainedModel
+        from transformers import AutoTokenizer, PreTrainedModel
         NEW = int(transformers.__version__.split(".")[0]) >= 5
         class Gate(torch.nn.Module):
             def forward(self, x):
                 return x * 2 if NEW else x
-            def hub_model(self):
-                return PreTrainedModel()
+            def tokenizer(self):
+                return AutoTokenizer()
+        class Head(PreTrainedModel):
+            def forward(self, x):
+                return x
     """))
     src = Resolver(tmp_path, {}).closure("pkg.m", "Gate").source
     ns: dict = {}
     exec(compile(src, "gate", "exec"), ns)
     assert ns["Gate"]()(torch.ones(1)).item() == 2.0
     with pytest.raises(ImportError):
-        ns["Gate"]().hub_model()
+        ns["Gate"]().tokenizer()
+    src = Resolver(tmp_path, {}).closure("pkg.m", "Head").source
+    ns = {}
+    exec(compile(src, "head", "exec"), ns)
+    assert ns["Head"](config="cfg").config == "cfg"
 
 
 def test_beartype_and_jaxtyping_resolve_to_standins(tmp_path: Path):
@@ -894,6 +902,18 @@ def test_a_placeholder_module_has_a_version_for_import_time_checks():
     assert not isinstance(torch.ones(1), pil.Image.Image)
     with pytest.raises(ImportError, match="PIL.Image.open is not available"):
         pil.Image.open("x.png")
+    # a class with a placeholder mixin (and an abstract base) among its bases is built as usual
+    import abc
+
+    class Block(torch.nn.Module, mod.unavailable("huggingface_hub.PyTorchModelHubMixin"), abc.ABC):
+        def __init__(self, width):
+            super().__init__()
+            self.proj = torch.nn.Linear(width, width)
+
+        def forward(self, x):
+            return self.proj(x)
+
+    assert Block(4)(torch.ones(2, 4)).shape == (2, 4)
 
 
 def _typecheck_layer(decorator):
@@ -1179,3 +1199,20 @@ def test_complex_spectra_and_layers_passed_to_the_constructor():
     prob = synthesize(closure.source, "SpikeZIPEmbedding", "test: spikingjelly embedding", 60.0)
     assert "torch.nn.Embedding(" in prob["code"] and prob["input_spec"][0]["kind"] == "index"
     run_alone(prob["code"])
+
+
+def test_a_library_built_on_transformers_copies_its_activations_and_a_block_gets_its_parent_config(
+        transformers_resolver):
+    """modelscope's BERT-style layers use ``ACT2FN`` from ``transformers.activations``; with
+    transformers as a manifest dependency that table is copied (it was a placeholder before).
+    DbrxFFN reads ``config.ffn_config``, which the file's DbrxConfig has and the DbrxFFNConfig
+    its name suggests lacks: the constructor search switches configuration class."""
+    resolver = pypi("modelscope", "1.40.2", deps=[{"name": "transformers", "version": "5.23.0"}])
+    closure = resolver.closure("modelscope.models.nlp.megatron_bert.backbone", "MegatronBertLayer")
+    assert "ACT2FN = unavailable(" not in closure.source and "ACT2FN" in closure.source
+    prob = synthesize(closure.source, "MegatronBertLayer", "test: modelscope MegatronBertLayer", 60.0)
+    run_alone(prob["code"])
+
+    dbrx = mine(transformers_resolver, "transformers.models.dbrx.modeling_dbrx", "DbrxFFN")
+    assert "ffn_config" in dbrx["init_args"][0]
+    run_alone(dbrx["code"])

@@ -49,9 +49,11 @@ from curate.mine.guess import (
     NamespaceArg,
     alternatives,
     build,
+    config_classes,
     guess,
     module_choices,
     optional_override,
+    scaled_config,
 )
 from curate.problem import assemble, build_inputs, exec_source, load_problem
 
@@ -214,6 +216,9 @@ class ConstructorSearch:
                 values = ["gelu", "relu"]  # a configuration names its activation (transformers' ACT2FN keys)
             for n, v in kwargs.items():
                 if isinstance(v, ConfigArg) and v.is_type(m.group(1)):
+                    # another configuration of the file that has it (DbrxFFN takes DbrxConfig,
+                    # whose ffn_config the block reads, not the DbrxFFNConfig its name suggests)
+                    out += [{**kwargs, n: c} for c in self._configs_with(attr) if c.cls_name != v.cls_name][:2]
                     out += [{**kwargs, n: v.with_value(attr, g)} for g in values]
             # a plain value where the constructor reads attributes: an object the file does
             # not define (a config of another package): a namespace of what is read
@@ -266,6 +271,19 @@ class ConstructorSearch:
         for n in [n for n in blamed if n in kwargs] + [n for n in names if n not in blamed]:
             for alt in self._choices(n, kwargs[n]):
                 out.append({**kwargs, n: alt})
+        return out
+
+    def _configs_with(self, attr: str) -> list[ConfigArg]:
+        """Configuration classes of the file whose default instance has attribute ``attr``,
+        as scaled guesses."""
+        out = []
+        for c in config_classes(self.ns):
+            try:
+                if not isinstance(c, type) or not hasattr(c(), attr):
+                    continue
+            except Exception:
+                continue
+            out.append(ConfigArg(c.__name__, tuple(sorted(scaled_config(c).items()))))
         return out
 
     def _config_params(self, kwargs: dict[str, Any], type_name: str, line: str) -> list[str]:
