@@ -37,6 +37,10 @@ _RUN_ALONE = textwrap.dedent("""
             if name.split(".")[0] in BLOCKED:
                 raise ImportError(f"{name} is not available to a mined problem")
     sys.meta_path.insert(0, Block())
+    import importlib.util
+    _find_spec = importlib.util.find_spec
+    # a probe (``importlib.util.find_spec("accelerate")``) sees the package as not installed
+    importlib.util.find_spec = lambda name, *a: None if name.split(".")[0] in BLOCKED else _find_spec(name, *a)
     for name in list(sys.modules):
         if name.split(".")[0] in BLOCKED:
             del sys.modules[name]
@@ -1216,3 +1220,20 @@ def test_a_library_built_on_transformers_copies_its_activations_and_a_block_gets
     dbrx = mine(transformers_resolver, "transformers.models.dbrx.modeling_dbrx", "DbrxFFN")
     assert "ffn_config" in dbrx["init_args"][0]
     run_alone(dbrx["code"])
+
+
+def test_diffusers_model_builds_on_the_model_and_config_standins():
+    """A diffusers model (``ModelMixin``, ``ConfigMixin``, ``@register_to_config``) copies the
+    stand-ins instead of diffusers' hooks, hub and scheduler code, which put it over the size
+    cap; its constructor arguments, defaults included, are readable as ``config``."""
+    from curate.mine.closure import MAX_CLOSURE_CHARS
+
+    resolver = pypi("diffusers", "0.42.1")
+    closure = resolver.closure("diffusers.models.autoencoders.autoencoder_tiny", "AutoencoderTiny")
+    assert len(closure.source) < MAX_CLOSURE_CHARS
+    assert "diffusers.hooks" not in closure.files and "def register_to_config" in closure.source
+    prob = synthesize(closure.source, "AutoencoderTiny", "test: diffusers AutoencoderTiny", 60.0)
+    run_alone(prob["code"])
+    ns = load_problem(prob["code"], "tiny")
+    model = ns["Model"](*ns["get_init_inputs"]())
+    assert model.config.in_channels == 3 and model.config["latent_channels"] == model.latent_channels
