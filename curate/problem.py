@@ -129,8 +129,9 @@ def exec_source(code: str, name: str) -> dict[str, Any]:
     The module stays registered in ``sys.modules`` under ``name`` (until the next module of
     that name replaces it): ``dataclasses`` looks a class's module up there to read string
     annotations (``from __future__ import annotations``) while the code runs, and
-    torch_geometric's ``MessagePassing`` reads its subclass's module globals when built. Its source is put in ``linecache``
-    under a file name unique to the code, so ``inspect.getsource`` works on its functions:
+    torch_geometric's ``MessagePassing`` reads its subclass's module globals when built. Its
+    source is put in ``linecache`` under a file name unique to the code, so
+    ``inspect.getsource`` works on its functions:
     Triton's ``@jit`` reads a kernel's source that way and refuses (ValueError "@jit functions
     should be defined in a Python file") code that has none. Exceptions propagate.
     """

@@ -254,9 +254,7 @@ class ConstructorSearch:
                     old = dict(v.values).get(attr)
                     item = old if isinstance(old, int) and not isinstance(old, bool) else C
                     out += [{**kwargs, n: v.with_value(attr, [item] * 4)}, {**kwargs, n: v.with_value(attr, [1] * 4)}]
-        if _NOT_CALLABLE.search(msg):  # ``self.embedding = embedding`` then called: a layer, not a number
-            out += [{**kwargs, n: m} for n in blamed if not isinstance(kwargs.get(n), (Expr, ConfigArg))
-                    for m in module_choices(n)[:3]]
+        out += [r for n in blamed for r in _called_layers(kwargs, n, msg)]
         for n in blamed:
             p = dict(self.params)[n]
             if n not in kwargs:
@@ -279,9 +277,9 @@ class ConstructorSearch:
         out = []
         for c in config_classes(self.ns):
             try:
-                if not isinstance(c, type) or not hasattr(c(), attr):
+                if not hasattr(c(), attr):
                     continue
-            except Exception:
+            except Exception:  # a configuration whose defaults do not build
                 continue
             out.append(ConfigArg(c.__name__, tuple(sorted(scaled_config(c).items()))))
         return out
@@ -304,11 +302,9 @@ class ConstructorSearch:
         if m and (any(isinstance(v, ConfigArg) and v.is_type(m.group(1)) for v in kwargs.values())
                   or self._config_params(kwargs, m.group(1), line)):
             new += self._repairs(kwargs, msg, line)[:4]
-        called = _NOT_CALLABLE.search(msg)
         for n in self._blamed(kwargs, msg, line):
             p = dict(self.params)[n]
-            if called and not isinstance(kwargs.get(n), (Expr, ConfigArg)):
-                new += [{**kwargs, n: m} for m in module_choices(n)[:3]]
+            new += _called_layers(kwargs, n, msg)
             if n not in kwargs:
                 new += [{**kwargs, n: g} for g in guess(n, p, self.cls, self.ns)[:2]]
             else:
@@ -318,6 +314,15 @@ class ConstructorSearch:
 
 
 _NOT_CALLABLE = re.compile(r"'(int|float|str|bool|NoneType|tuple|list)' object is not callable")
+
+
+def _called_layers(kwargs: dict[str, Any], name: str, msg: str) -> list[dict[str, Any]]:
+    """Guesses giving parameter ``name`` a layer when the module called the plain value it
+    holds (``self.embedding = embedding``, then ``self.embedding(x)``: ``'int' object is not
+    callable``); the layer kind its name says first."""
+    if not _NOT_CALLABLE.search(msg) or isinstance(kwargs.get(name), (Expr, ConfigArg)):
+        return []
+    return [{**kwargs, name: m} for m in module_choices(name)[:3]]
 
 
 def _listed_choices(msg: str) -> list[str]:
@@ -509,9 +514,9 @@ def _layer_guesses(module: nn.Module, limit: int = 6) -> list[list[int]]:
     return out
 
 
+AUDIO_SAMPLES = 16000  # one second at 16 kHz
 #: Sizes of a declared input's axes by kind (NeMo's ``AxisKind`` names); a channel or feature
 #: axis takes the module's first layer's width.
-AUDIO_SAMPLES = 16000  # one second at 16 kHz
 _AXIS_SIZES = {"Batch": B, "Time": SEQ, "Sequence": SEQ, "Width": HW, "Height": HW, "Singleton": 1, "FlowGroup": 1}
 
 
@@ -547,14 +552,14 @@ def _declared_specs(module: nn.Module, params: list[tuple[str, inspect.Parameter
                 size = length = AUDIO_SAMPLES  # a waveform: codecs downsample it hundreds of times
             shape.append(size if isinstance(size, int) and size > 0 else _AXIS_SIZES.get(kind, width))
         if "Length" in element:
-            specs.append({"kind": "index", "shape": shape, "low": length, "high": length + 1, "dtype": "int64",
-                          "arg": name})
+            spec = {"kind": "index", "shape": shape, "low": length, "high": length + 1, "dtype": "int64"}
         elif re.search(r"Label|Index|Token", element):
-            specs.append({"kind": "index", "shape": shape, "high": 2, "dtype": "int64", "arg": name})
+            spec = {"kind": "index", "shape": shape, "high": 2, "dtype": "int64"}
         elif "Mask" in element:
-            specs.append({"kind": "mask", "shape": shape, "dtype": "bool", "arg": name})
+            spec = {"kind": "mask", "shape": shape, "dtype": "bool"}
         else:
-            specs.append({"kind": "tensor", "shape": shape, "dtype": "float32", "arg": name})
+            spec = {"kind": "tensor", "shape": shape, "dtype": "float32"}
+        specs.append({**spec, "arg": name})
     return specs or None
 
 
