@@ -21,7 +21,7 @@ from curate.mine.closure import ClosureError, Resolver, rename_globals
 from curate.mine.deps import dependency_roots
 from curate.mine.sources import resolve
 from curate.mine.synthesize import synthesize
-from curate.problem import load_problem
+from curate.problem import exec_source, load_problem
 
 CACHE = default_cache()
 
@@ -1237,3 +1237,23 @@ def test_diffusers_model_builds_on_the_model_and_config_standins():
     ns = load_problem(prob["code"], "tiny")
     model = ns["Model"](*ns["get_init_inputs"]())
     assert model.config.in_channels == 3 and model.config["latent_channels"] == model.latent_channels
+
+
+def test_a_diffusers_transformer_out_of_memory_at_its_defaults_is_retried_smaller():
+    """Flux's defaults (24 heads of 128, 19 + 38 blocks) need about 12 billion parameters: the
+    retry after the allocator fails keeps the head size with fewer heads and caps the blocks."""
+    from curate.mine.synthesize import ConstructorSearch
+
+    resolver = pypi("diffusers", "0.42.1")
+    closure = resolver.closure("diffusers.models.transformers.transformer_flux", "FluxTransformer2DModel")
+    ns = exec_source(closure.source, "curate_mined_flux")
+    search = ConstructorSearch(ns["FluxTransformer2DModel"], ns)
+    oom = "RuntimeError: DefaultCPUAllocator: can't allocate memory: you tried to allocate 905969664 bytes."
+    (smaller,) = search._repairs({}, oom)
+    assert "attention_head_dim" not in smaller and smaller["num_attention_heads"] * 128 <= 256  # head size kept
+    assert smaller["num_layers"] <= 2 and smaller["num_single_layers"] <= 2
+    assert sum(smaller.get("axes_dims_rope", (16, 56, 56))) == 128  # the rotary axes still fill a head
+    model = ns["FluxTransformer2DModel"](**smaller)
+    assert sum(p.numel() for p in model.parameters()) < 50_000_000
+    assert search._repairs(smaller, oom) == []  # nothing left to shrink: no endless retry
+

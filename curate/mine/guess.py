@@ -322,10 +322,14 @@ _LAYERS_RE = re.compile(r"(num_hidden_layers|num_layers|n_layer|n_layers|encoder
                         r"num_decoder_layers|num_encoder_layers|depth|layers)$")
 _EXPERTS_RE = re.compile(r"(num_experts|num_local_experts|n_routed_experts|moe_num_experts|n_experts)$")
 _TOPK_RE = re.compile(r"(num_experts_per_tok|experts_per_token|moe_topk|top_k|topk)$")
+_POSITIONS_RE = re.compile(r"(max_position_embeddings|n_positions|max_positions|max_seq_len|max_seq_length|"
+                            r"max_len|max_length|context_length|n_ctx)$")
+MAX_POSITIONS = 4096
+_HEAD_DIM_RE = re.compile(r"(attention_head_dim|head_dim|dim_head|head_size)$")
 _WIDTH_KEYS = ("hidden_size", "d_model", "n_embd", "embed_dim", "hidden_dim", "dim", "width", "n_inner")
 
 
-def scaled_config(config_cls: type, max_width: int = MAX_WIDTH) -> dict[str, Any]:
+def scaled_config(config_cls: type, max_width: int = MAX_WIDTH, sizes: bool = False) -> dict[str, Any]:
     """Keyword values that build ``config_cls`` as a problem-sized model.
 
     Builds the class's defaults, then divides width-like integers by ``width / max_width``
@@ -341,6 +345,23 @@ def scaled_config(config_cls: type, max_width: int = MAX_WIDTH) -> dict[str, Any
     except Exception:
         return {}
     values = {k: v for k, v in vars(cfg).items() if not k.startswith("_")}
+    return scaled_values(values, max_width, config_cls, sizes)
+
+
+def _int_list(v: Any) -> bool:
+    return all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+
+
+def scaled_values(values: dict[str, Any], max_width: int = MAX_WIDTH, config_cls: type | None = None,
+                  sizes: bool = False) -> dict[str, Any]:
+    """The changed entries of ``values`` (keyword name -> default value) that make a
+    problem-sized model, by the rules of :func:`scaled_config`; ``config_cls`` (the
+    configuration the values come from, if any) is not scaled again among its own attributes.
+
+    With ``sizes`` (a retry after the defaults ran out of memory), a model without a width
+    keeps its head size with fewer heads (diffusers' ``num_attention_heads`` x
+    ``attention_head_dim``), lists of widths (``block_out_channels``) shrink by the same
+    factor, and position tables are capped at :data:`MAX_POSITIONS`."""
     out: dict[str, Any] = {}
     width_key = next((k for k in _WIDTH_KEYS if isinstance(values.get(k), int)
                       and not isinstance(values.get(k), bool)), None)
@@ -357,8 +378,22 @@ def scaled_config(config_cls: type, max_width: int = MAX_WIDTH) -> dict[str, Any
         else:
             out[width_key] = max_width
         ratio = width / out[width_key]
+    head_dim = next((v for k, v in values.items() if _HEAD_DIM_RE.search(k) and isinstance(v, int)
+                     and not isinstance(v, bool) and v > 0), None)
+    if sizes and not width and main_heads and head_dim and main_heads * head_dim > max_width:
+        # diffusers' transformers give heads and head size, not a width: fewer heads, same size
+        new_heads = max(1, max_width // head_dim)
+        ratio = main_heads / new_heads
+    widths = [max(x) for k, x in values.items() if isinstance(x, (list, tuple)) and x and _int_list(x)
+              and _WIDTH_RE.search(k) and not _NOT_WIDTH_RE.search(k)]
+    if sizes and not width and ratio == 1 and widths and max(widths) > max_width:  # a UNet's block_out_channels
+        ratio = max(widths) / max_width
     for k, v in values.items():
         if isinstance(v, bool):
+            continue
+        if ratio > 1 and isinstance(v, (list, tuple)) and v and _int_list(v) and _WIDTH_RE.search(k) \
+                and not _NOT_WIDTH_RE.search(k) and max(v) >= 256:
+            out[k] = type(v)(max(8, round(x / ratio / 8) * 8) for x in v)
             continue
         if isinstance(v, float) and re.search(r"drop|dropout", k) and v > 0:
             out[k] = 0.0
@@ -370,6 +405,8 @@ def scaled_config(config_cls: type, max_width: int = MAX_WIDTH) -> dict[str, Any
             out[k] = 4
         elif isinstance(v, int) and _TOPK_RE.search(k) and v > 2:
             out[k] = 2
+        elif sizes and isinstance(v, int) and _POSITIONS_RE.search(k) and v > MAX_POSITIONS:
+            out[k] = MAX_POSITIONS
         elif k in out:
             continue
         elif isinstance(v, int) and k in heads and ratio > 1:
@@ -387,7 +424,7 @@ def scaled_config(config_cls: type, max_width: int = MAX_WIDTH) -> dict[str, Any
                 and re.search(r"depths$|layers$|num_blocks$", k) and max(v) > 1:
             out[k] = [1] * len(v)
         elif hasattr(v, "__dict__") and type(v).__name__.endswith("Config") and type(v) is not config_cls:
-            sub = scaled_config(type(v), max_width)
+            sub = scaled_config(type(v), max_width, sizes)
             if sub:
                 out[k] = sub
     vocab = out.get("vocab_size", values.get("vocab_size"))

@@ -54,11 +54,14 @@ from curate.mine.guess import (
     module_choices,
     optional_override,
     scaled_config,
+    scaled_values,
 )
 from curate.problem import assemble, build_inputs, exec_source, load_problem
 
 B = 8
 MAX_INPUT_BYTES = 64 * 1024 * 1024
+SMALL_WIDTH = 256  # the width of a model retried smaller after its defaults ran out of memory
+_MEMORY = re.compile(r"DefaultCPUAllocator|can't allocate memory|Cannot allocate memory|^MemoryError|out of memory")
 
 _NETWORK = re.compile(r"URLError|HTTPError|ConnectionError|ConnectTimeout|gaierror|Name or service not known|"
                       r"Temporary failure in name resolution|urlopen|load_state_dict_from_url|hf_hub_download|"
@@ -205,8 +208,26 @@ class ConstructorSearch:
             names += [n for n in self.attr_params.get(attr, ()) if n not in names]
         return [n for n in names if n in kwargs] + [n for n in names if n not in kwargs]
 
+    def _smaller(self, kwargs: dict[str, Any]) -> dict[str, Any] | None:
+        """``kwargs`` for the same model at a smaller size (:func:`scaled_values` with
+        ``sizes``, width :data:`SMALL_WIDTH`), or None where nothing shrinks: the retry after
+        production-size defaults (a diffusers transformer's 24 heads x 128, 19 blocks) ran out of
+        memory."""
+        defaults = {n: p.default for n, p in self.params if p.default is not inspect.Parameter.empty}
+        plain = {k: v for k, v in {**defaults, **kwargs}.items() if isinstance(v, (int, float, list, tuple))}
+        new = {**kwargs, **scaled_values(plain, SMALL_WIDTH, sizes=True)}
+        for n, v in kwargs.items():
+            cls = self.ns.get(v.cls_name) if type(v) is ConfigArg else None
+            if isinstance(cls, type):
+                new[n] = ConfigArg(v.cls_name, tuple(sorted({**v.as_dict(),
+                                                            **scaled_config(cls, SMALL_WIDTH, sizes=True)}.items())))
+        return new if _key(new) != _key(kwargs) else None
+
     def _repairs(self, kwargs: dict[str, Any], msg: str, line: str = "") -> list[dict[str, Any]]:
         out: list[dict[str, Any]] = []
+        if _MEMORY.search(msg):  # other repairs keep the size that failed
+            smaller = self._smaller(kwargs)
+            return [smaller] if smaller else []
         m = re.search(r"'([\w.]+)' object has no attribute '(\w+)'", msg)
         if m:  # a configuration lacks an attribute the module reads: give it one
             attr = m.group(2)
@@ -298,6 +319,11 @@ class ConstructorSearch:
     def feedback(self, kwargs: dict[str, Any], msg: str, line: str = "") -> int:
         """Queue guesses suggested by a forward error; return how many were queued."""
         new = []
+        if _MEMORY.search(msg):
+            smaller = self._smaller(kwargs)
+            if smaller:
+                self.queue.insert(0, smaller)
+                return 1
         m = re.search(r"'([\w.]+)' object has no attribute '(\w+)'", msg)
         if m and (any(isinstance(v, ConfigArg) and v.is_type(m.group(1)) for v in kwargs.values())
                   or self._config_params(kwargs, m.group(1), line)):
