@@ -1257,3 +1257,16 @@ def test_a_diffusers_transformer_out_of_memory_at_its_defaults_is_retried_smalle
     assert sum(p.numel() for p in model.parameters()) < 50_000_000
     assert search._repairs(smaller, oom) == []  # nothing left to shrink: no endless retry
 
+
+
+def test_a_message_passing_layer_gets_its_type_aliases_and_graph_inputs():
+    """torch_geometric's ``MessagePassing`` evaluates its subclass's type hints when built
+    (``OptTensor``, ``Optional``): the closure copies those aliases, and the layer gets node
+    features [nodes, features] and an edge index [2, edges] of node ids."""
+    resolver = pypi("torch-geometric", "2.8.1")
+    closure = resolver.closure("torch_geometric.nn.conv.gcn_conv", "GCNConv")
+    assert "OptTensor = " in closure.source
+    prob = synthesize(closure.source, "GCNConv", "test: torch_geometric GCNConv", 60.0)
+    nodes, edges = prob["input_spec"][:2]
+    assert edges["kind"] == "index" and edges["shape"][0] == 2 and edges["high"] == nodes["shape"][0]
+    run_alone(prob["code"])

@@ -784,6 +784,45 @@ def _spec_for(name: str, shape: list[int], module: nn.Module, first: bool = True
     return {"kind": "tensor", "shape": list(shape), "dtype": "float32"}
 
 
+#: Graph inputs (torch_geometric's message passing layers): node features [NODES, features]
+#: beside an edge index [2, EDGES] of node ids.
+NODES, EDGES = 64, 256
+_EDGE_INDEX = re.compile(r"edge_index(es)?|edge_indices|adj_t|adj")
+_EDGE_VALUES = re.compile(r"edge_weights?|edge_attr|edge_features?|edge_feat|edge_emb")
+_GRAPH_BATCH = re.compile(r"batch|batch_index|batch_vec")
+
+
+def _graph_specs(params: list[tuple[str, inspect.Parameter]], width: int, module: nn.Module) -> list[dict] | None:
+    """Inputs of a layer that takes an edge index: node features [NODES, width] float32, the
+    edge index [2, EDGES] int64 of node ids, edge weights [EDGES] or attributes [EDGES,
+    ``module.edge_dim``], a node-to-graph ``batch`` [NODES] int64 of two graphs, positions
+    [NODES, 3]. None for a forward without an edge index."""
+    if not any(_EDGE_INDEX.fullmatch(n.lower()) for n, _ in params):
+        return None
+    edge_dim = getattr(module, "edge_dim", None)
+    edge_dim = edge_dim if isinstance(edge_dim, int) and not isinstance(edge_dim, bool) and edge_dim > 0 else width
+    relations = getattr(module, "num_relations", None)
+    specs = []
+    for n, p in params:
+        low = n.lower()
+        if _EDGE_INDEX.fullmatch(low):
+            s = {"kind": "index", "shape": [2, EDGES], "high": NODES, "dtype": "int64"}
+        elif _EDGE_VALUES.fullmatch(low):
+            shape = [EDGES] if "weight" in low else [EDGES, edge_dim]
+            s = {"kind": "tensor", "shape": shape, "dtype": "float32"}
+        elif re.fullmatch(r"edge_types?|rel_types?|relations?", low):
+            s = {"kind": "index", "shape": [EDGES], "high": relations if isinstance(relations, int) and relations > 0
+                 else 2, "dtype": "int64"}
+        elif _GRAPH_BATCH.fullmatch(low):
+            s = {"kind": "index", "shape": [NODES], "high": 2, "dtype": "int64"}
+        elif re.fullmatch(r"pos|positions?|coords?", low):
+            s = {"kind": "tensor", "shape": [NODES, 3], "dtype": "float32"}
+        else:
+            s = {"kind": "tensor", "shape": [NODES, width], "dtype": "float32"}
+        specs.append({**s, "arg": n} if p.kind == p.KEYWORD_ONLY else s)
+    return specs
+
+
 def _rank_shape(nd: int, ch: int) -> list[int] | None:
     return {1: [B * SEQ], 2: [B, ch], 3: [B, SEQ, ch], 4: [B, ch, HW, HW], 5: [2, ch, 8, 16, 16],
             6: [2, 4, ch, 8, 8, 8]}.get(nd)
@@ -975,6 +1014,9 @@ def find_inputs(module: nn.Module, kwargs: dict[str, Any], budget_s: float,
             shape = [shape[0], SPATIAL * SPATIAL, shape[2]]
         if router:
             queue.append(_routed_specs(shape[-1], *router))
+        graph = _graph_specs(params, shape[-1], module) if g < 3 else None
+        if graph:
+            queue.append(graph)
         specs = []
         for i, (n, p) in enumerate(params):
             if by_name and n in pairs and len(shape) == 3:
