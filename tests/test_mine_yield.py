@@ -1270,3 +1270,12 @@ def test_a_message_passing_layer_gets_its_type_aliases_and_graph_inputs():
     nodes, edges = prob["input_spec"][:2]
     assert edges["kind"] == "index" and edges["shape"][0] == 2 and edges["high"] == nodes["shape"][0]
     run_alone(prob["code"])
+
+
+def test_a_model_argument_called_with_several_inputs_gets_a_passthrough():
+    """k-diffusion's denoiser calls ``self.inner_model(input * c_in, sigma)``: no layer takes
+    two inputs, so the argument becomes a callable that returns its first tensor."""
+    resolver = pypi("k-diffusion", "0.1.1.post1")
+    prob = mine(resolver, "k_diffusion.layers", "SimpleLossDenoiser")
+    assert "inner_model=(lambda *args, **kwargs:" in prob["code"]
+    run_alone(prob["code"])

@@ -275,7 +275,7 @@ class ConstructorSearch:
                     old = dict(v.values).get(attr)
                     item = old if isinstance(old, int) and not isinstance(old, bool) else C
                     out += [{**kwargs, n: v.with_value(attr, [item] * 4)}, {**kwargs, n: v.with_value(attr, [1] * 4)}]
-        out += [r for n in blamed for r in _called_layers(kwargs, n, msg)]
+        out += [r for n in blamed for r in _called_layers(kwargs, n, msg, line)]
         for n in blamed:
             p = dict(self.params)[n]
             if n not in kwargs:
@@ -330,7 +330,7 @@ class ConstructorSearch:
             new += self._repairs(kwargs, msg, line)[:4]
         for n in self._blamed(kwargs, msg, line):
             p = dict(self.params)[n]
-            new += _called_layers(kwargs, n, msg)
+            new += _called_layers(kwargs, n, msg, line)
             if n not in kwargs:
                 new += [{**kwargs, n: g} for g in guess(n, p, self.cls, self.ns)[:2]]
             else:
@@ -342,13 +342,24 @@ class ConstructorSearch:
 _NOT_CALLABLE = re.compile(r"'(int|float|str|bool|NoneType|tuple|list)' object is not callable")
 
 
-def _called_layers(kwargs: dict[str, Any], name: str, msg: str) -> list[dict[str, Any]]:
+def _called_layers(kwargs: dict[str, Any], name: str, msg: str, line: str = "") -> list[dict[str, Any]]:
     """Guesses giving parameter ``name`` a layer when the module called the plain value it
     holds (``self.embedding = embedding``, then ``self.embedding(x)``: ``'int' object is not
     callable``); the layer kind its name says first."""
     if not _NOT_CALLABLE.search(msg) or isinstance(kwargs.get(name), (Expr, ConfigArg)):
         return []
-    return [{**kwargs, name: m} for m in module_choices(name)[:3]]
+    layers = module_choices(name)[:3]
+    # called with several arguments (``self.loss(input, target)``): no layer takes them
+    args = line.split("(", 1)[1] if "(" in line else ")"
+    several = "," in args or not args.strip()  # a call split over lines has several
+    return [{**kwargs, name: m} for m in ([PASSTHROUGH] + layers if several else layers + [PASSTHROUGH])]
+
+
+#: A callable for a parameter called with several inputs or keywords no layer takes
+#: (diffusers' ``processor(attn, hidden_states=...)``, ``loss(input, target)``, a wrapped
+#: ``inner_model(x, sigma)``): it returns its first tensor argument.
+PASSTHROUGH = Expr("(lambda *args, **kwargs: next(a for a in (*args, *kwargs.values()) "
+                   "if isinstance(a, torch.Tensor)))")
 
 
 def _listed_choices(msg: str) -> list[str]:
