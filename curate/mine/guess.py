@@ -340,6 +340,12 @@ def scaled_config(config_cls: type, max_width: int = MAX_WIDTH) -> dict[str, Any
         cfg = config_cls()
     except Exception:
         return {}
+    return _scaled_values(cfg, max_width)
+
+
+def _scaled_values(cfg: Any, max_width: int) -> dict[str, Any]:
+    """:func:`scaled_config` for the configuration instance ``cfg``: the values that change."""
+    config_cls = type(cfg)
     values = {k: v for k, v in vars(cfg).items() if not k.startswith("_")}
     out: dict[str, Any] = {}
     width_key = next((k for k in _WIDTH_KEYS if isinstance(values.get(k), int)
@@ -387,10 +393,16 @@ def scaled_config(config_cls: type, max_width: int = MAX_WIDTH) -> dict[str, Any
                 and re.search(r"depths$|layers$|num_blocks$", k) and max(v) > 1:
             out[k] = [1] * len(v)
         elif hasattr(v, "__dict__") and type(v).__name__.endswith("Config") and type(v) is not config_cls:
-            sub = scaled_config(type(v), max_width)
+            # the instance, not its class's defaults: a composite gives its sub-configurations
+            # their own values (VipLlava's CLIP vision tower: 1024 wide, 24 layers)
+            sub = _scaled_values(v, max_width)
             if sub:
-                out[k] = sub
+                kind = getattr(v, "model_type", None)
+                out[k] = {"model_type": kind, **sub} if isinstance(kind, str) and kind else sub
     vocab = out.get("vocab_size", values.get("vocab_size"))
+    if vocab is None:  # a composite's token ids (image_token_id) index its text model's vocabulary
+        vocab = next((sub["vocab_size"] for sub in out.values() if isinstance(sub, dict)
+                      and isinstance(sub.get("vocab_size"), int)), None)
     if isinstance(vocab, int):
         for k, v in values.items():
             if k.endswith("token_id") and isinstance(v, int) and not isinstance(v, bool) and v >= vocab:
