@@ -224,6 +224,20 @@ def test_transformers_decoder_layer_is_mined_with_a_scaled_concrete_config(trans
     run_alone(code)
 
 
+def test_transformers_composite_copies_its_auto_sub_models(transformers_resolver):
+    """VideoLlavaModel builds its vision tower and language model with ``AutoModel.from_config``
+    on sub-configurations of model types "clip_vision_model" and "llama": the closure copies
+    CLIPVisionConfig/CLIPVisionModel and LlamaConfig/LlamaModel, the stand-in finds them by model
+    type, and the sub-configurations are scaled from their own values."""
+    prob = mine(transformers_resolver, "transformers.models.video_llava.modeling_video_llava", "VideoLlavaModel")
+    code = prob["code"]
+    assert "class LlamaModel(" in code and "class CLIPVisionModel(" in code and "import transformers" not in code
+    (config,) = prob["init_args"]
+    assert config["text_config"]["model_type"] == "llama" and config["text_config"]["hidden_size"] <= 512
+    assert config["vision_config"]["num_hidden_layers"] <= 2
+    run_alone(code)
+
+
 def test_transformers_unannotated_config_and_model_output(transformers_resolver):
     """BertLayer takes an unannotated ``config``: the file's BertConfig is found by name, its
     dropout set to 0 so the problem is deterministic."""

@@ -294,19 +294,97 @@ class Resolver:
             configs += [c for c in self._init_configs(module, base) if c not in configs]
         for name in configs:
             self._try_copy(module, name, st, class_name)  # may run without it (a config built elsewhere)
+        self._auto_submodels(st, class_name)
         return self._emit(st, class_name)
 
-    def _try_copy(self, module: str, name: str, st: _State, via: str) -> None:
+    def _auto_submodels(self, st: _State, via: str) -> None:
+        """Copy the sub-models a transformers composite builds through the auto classes.
+
+        When the closure holds the stand-ins of ``AutoModel``/``AutoBackbone``/``AutoConfig``/
+        ``CONFIG_MAPPING``, the model types its copied code names (``SubConfigSpec(model_type=
+        "llama")``, ``CONFIG_MAPPING["resnet"]``, ``{"model_type": "dinov2"}``,
+        ``default_config_type="hgnet_v2"``) get their configuration class, and their base model
+        or backbone class, copied from transformers (``models/<type>/configuration_<type>.py``,
+        ``modeling_<type>.py``, named by its auto mappings); so does the model of each
+        configuration class copied whose model is built through ``AutoModel``
+        (``Qwen3_5VisionConfig`` -> ``Qwen3_5VisionModel``). Repeated for what those copies
+        name; a class that cannot be copied (too large, another missing import) is left out
+        and its auto class raises ``ImportError`` when asked for it."""
+        auto = {n for (m, n) in st.names if m == _SHIM + "transformers.models.auto"}
+        if not auto & {"AutoModel", "AutoBackbone", "AutoConfig", "CONFIG_MAPPING"}:
+            return
+        maps = self._auto_mappings()
+        if not maps:
+            return
+        configs, models, backbones, special = maps
+        done: set[str] = set()
+        for _ in range(3):
+            types, own = set(), set()
+            for mod, stmts in list(st.stmts.items()):
+                if not mod.startswith("transformers."):
+                    continue
+                idx = self.load(mod)
+                for i in stmts:
+                    code = idx.stmts[i].code
+                    types |= set(_SUB_TYPE.findall(code))
+                    if idx.stmts[i].kind == "class":
+                        own |= set(_OWN_TYPE.findall(code))
+            want = {t: [n for n in (backbones.get(t) if "AutoBackbone" in auto else None, models.get(t)) if n]
+                    for t in sorted(types - done)}
+            if "AutoModel" in auto:
+                want.update({t: [models[t]] for t in sorted(own - types - done) if t in models})
+            done |= types | own
+            if not want:
+                return
+            for t, names in want.items():
+                mod, conf = self._auto_files(t, special)
+                for name in names:
+                    self._try_copy(mod, name, st, via, complete=True)
+                # a type whose models could not be copied keeps no configuration either, so
+                # the composite falls back to its default sub-model (DETR: ResNet, not timm)
+                if t in configs and (not names or any((mod, n) in st.names for n in names)):
+                    self._try_copy(conf, configs[t], st, via, complete=True)
+
+    def _auto_files(self, model_type: str, special: dict) -> tuple[str, str]:
+        """The modeling and configuration modules of ``model_type``: ``models/<folder>/
+        modeling_<type>.py`` where the folder holds several (``rt_detr_resnet`` in ``rt_detr``),
+        else ``modeling_<folder>.py``."""
+        folder = special.get(model_type, model_type.replace("-", "_"))
+        out = []
+        for kind in ("modeling", "configuration"):
+            own = f"transformers.models.{folder}.{kind}_{model_type.replace('-', '_')}"
+            out.append(own if self.module_path(own) is not None else f"transformers.models.{folder}.{kind}_{folder}")
+        return out[0], out[1]
+
+    def _auto_mappings(self) -> tuple[dict, dict, dict, dict] | None:
+        """transformers' model type -> configuration class, base model class, backbone class,
+        and model folder (where it differs from the type), read from its auto mappings."""
+        paths = [self.module_path(f"transformers.models.auto.{m}") for m in ("auto_mappings", "modeling_auto")]
+        if any(p is None or p.is_relative_to(shims.path("curate.unavailable").parent) for p in paths):
+            return None
+        return _read_auto_mappings(str(paths[0]), str(paths[1]))
+
+    def _try_copy(self, module: str, name: str, st: _State, via: str, complete: bool = False) -> None:
         """Copy what ``name`` denotes in ``module`` too, when it can be copied (on a trial
-        copy of the state, merged back on success)."""
+        copy of the state, merged back on success). ``complete``: only when the copy adds no
+        placeholder of a missing package (a timm-backed backbone would fail when built)."""
         trial = st.copy()
         try:
             got = self.locate(module, name)
             if got is not None and got[0] not in _IMPORTS:
                 self._materialize(got, name, trial, via=via)
+                if complete and (set(trial.missing) - set(st.missing) or self._needs_backend(got)):
+                    return
                 st.__dict__.update(trial.__dict__)
         except (ClosureError, RecursionError):
             pass
+
+    def _needs_backend(self, ent: Entity) -> bool:
+        """Whether class ``ent`` asks transformers for another package when built
+        (``requires_backends(self, "timm")``): a problem cannot have it."""
+        idx = self.load(ent[0])
+        info = idx.classes.get(ent[1]) if idx is not None else None
+        return info is not None and "requires_backends(" in idx.stmts[info.stmt].code
 
     def _init_configs(self, module: str, class_name: str) -> list[str]:
         """Configuration classes the class's ``__init__`` takes, which annotations alone do not
@@ -818,6 +896,33 @@ def _topo(deps: dict[str, set[str]], first_seen: dict[str, int]) -> list[str]:
     for m in sorted(first_seen, key=first_seen.get):
         visit(m)
     return order
+
+
+#: model types a composite configuration or its code names for a sub-model
+_SUB_TYPE = re.compile(r"""(?:\bmodel_type=|config_type=|["']model_type["']:\s*|CONFIG_MAPPING\[)\s*["']([\w-]+)["']""")
+#: a configuration class's own model type (``model_type = "qwen3_5_vision"``)
+_OWN_TYPE = re.compile(r"""^\s+model_type\s*(?::[^=]+)?\s=\s*["']([\w-]+)["']""", re.M)
+
+
+@lru_cache(maxsize=4)
+def _read_auto_mappings(mappings_path: str, modeling_path: str) -> tuple[dict, dict, dict, dict]:
+    """The ``OrderedDict([(type, name), ...])`` tables of transformers' auto mappings files."""
+    tables: dict[str, dict] = {}
+    for path in (mappings_path, modeling_path):
+        try:
+            tree = ast.parse(Path(path).read_text(errors="replace"))
+        except (OSError, SyntaxError):
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                    and isinstance(node.value, ast.Call) and node.value.args:
+                try:
+                    pairs = ast.literal_eval(node.value.args[0])
+                    tables[node.targets[0].id] = {k: v for k, v in pairs if isinstance(v, str)}
+                except (ValueError, TypeError, SyntaxError):
+                    continue
+    return (tables.get("CONFIG_MAPPING_NAMES", {}), tables.get("MODEL_MAPPING_NAMES", {}),
+            tables.get("MODEL_FOR_BACKBONE_MAPPING_NAMES", {}), tables.get("SPECIAL_MODEL_TYPE_TO_MODULE_NAME", {}))
 
 
 @lru_cache(maxsize=65536)

@@ -344,8 +344,13 @@ def scaled_config(config_cls: type, max_width: int = MAX_WIDTH, sizes: bool = Fa
         cfg = config_cls()
     except Exception:
         return {}
+    return _scaled_instance(cfg, max_width, sizes)
+
+
+def _scaled_instance(cfg: Any, max_width: int, sizes: bool = False) -> dict[str, Any]:
+    """:func:`scaled_config` for the configuration instance ``cfg``: the values that change."""
     values = {k: v for k, v in vars(cfg).items() if not k.startswith("_")}
-    return scaled_values(values, max_width, config_cls, sizes)
+    return scaled_values(values, max_width, type(cfg), sizes)
 
 
 def _int_list(v: Any) -> bool:
@@ -424,10 +429,16 @@ def scaled_values(values: dict[str, Any], max_width: int = MAX_WIDTH, config_cls
                 and re.search(r"depths$|layers$|num_blocks$", k) and max(v) > 1:
             out[k] = [1] * len(v)
         elif hasattr(v, "__dict__") and type(v).__name__.endswith("Config") and type(v) is not config_cls:
-            sub = scaled_config(type(v), max_width, sizes)
+            # the instance, not its class's defaults: a composite gives its sub-configurations
+            # their own values (VipLlava's CLIP vision tower: 1024 wide, 24 layers)
+            sub = _scaled_instance(v, max_width, sizes)
             if sub:
-                out[k] = sub
+                kind = getattr(v, "model_type", None)
+                out[k] = {"model_type": kind, **sub} if isinstance(kind, str) and kind else sub
     vocab = out.get("vocab_size", values.get("vocab_size"))
+    if vocab is None:  # a composite's token ids (image_token_id) index its text model's vocabulary
+        vocab = next((sub["vocab_size"] for sub in out.values() if isinstance(sub, dict)
+                      and isinstance(sub.get("vocab_size"), int)), None)
     if isinstance(vocab, int):
         for k, v in values.items():
             if k.endswith("token_id") and isinstance(v, int) and not isinstance(v, bool) and v >= vocab:

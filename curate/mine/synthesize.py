@@ -774,6 +774,19 @@ def _spatial_value(name: str) -> dict | None:
     return None
 
 
+def _token_embedding(module: nn.Module) -> nn.Module | None:
+    """The embedding token ids index: a transformers model's input embeddings (a composite's
+    language model: its vision tower's position embedding comes first and is smaller or
+    larger), else the first ``nn.Embedding``/``nn.EmbeddingBag``."""
+    try:
+        emb = module.get_input_embeddings() if hasattr(module, "get_input_embeddings") else None
+    except Exception:  # a model whose input embeddings are not an attribute it has yet
+        emb = None
+    if isinstance(emb, (nn.Embedding, nn.EmbeddingBag)):
+        return emb
+    return next((m for m in module.modules() if isinstance(m, (nn.Embedding, nn.EmbeddingBag))), None)
+
+
 def _spec_for(name: str, shape: list[int], module: nn.Module, first: bool = True) -> dict:
     low = name.lower()
     if not first and len(shape) >= 2:
@@ -782,7 +795,7 @@ def _spec_for(name: str, shape: list[int], module: nn.Module, first: bool = True
             return {"kind": "index", "shape": [shape[0]], "low": t, "high": t + 1, "dtype": "int64"}
         if _TIMESTEP.fullmatch(low):
             return {"kind": "tensor", "shape": [shape[0]], "dtype": "float32"}
-    emb = next((m for m in module.modules() if isinstance(m, (nn.Embedding, nn.EmbeddingBag))), None)
+    emb = _token_embedding(module)
     if emb is not None and re.search(r"(ids|idx|index|indices|tokens|input$|^x$|^inp$|^seq$|^text$)", low) \
             and _first_layer(module) is emb:
         return {"kind": "index", "shape": shape[:2] if len(shape) > 2 else shape, "high": emb.num_embeddings,

@@ -43,6 +43,7 @@ STAND_INS: dict[str, str] = {
     "huggingface_hub.dataclasses": "huggingface_hub_dataclasses.py",
     "transformers.models.auto": "transformers_models_auto.py",
     "transformers.models.auto.configuration_auto": "transformers_models_auto.py",
+    "transformers.models.auto.modeling_auto": "transformers_models_auto.py",
     "packaging": "packaging.py",
     "packaging.version": "packaging_version.py",
     "packaging.utils": "packaging_utils.py",

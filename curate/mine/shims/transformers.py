@@ -7,5 +7,6 @@ stand-in lacks stays a placeholder that raises ``ImportError`` when used."""
 from transformers.activations import ACT2FN
 from transformers.configuration_utils import PretrainedConfig, PreTrainedConfig
 from transformers.modeling_utils import PreTrainedModel
+from transformers.models.auto import CONFIG_MAPPING, AutoBackbone, AutoConfig, AutoModel
 
 __version__ = "5.23.0"

@@ -20,6 +20,19 @@ class SubConfigSpec:
         self.init_kwargs = init_kwargs or {}
         self.optional = optional
 
+    def build(self, kwargs):
+        """The sub-configuration from ``kwargs``. Through ``AutoConfig`` (which has ``for_model``)
+        it is the problem's configuration of the model type the values name, else of the
+        spec's type (DETR's default ``timm_backbone`` is not part of a problem; its ResNet is)."""
+        maker = getattr(self.config_class, "for_model", None)
+        if maker is None:
+            return self.config_class(**kwargs)
+        wanted = kwargs.pop("model_type", None) or self.model_type
+        built = maker(wanted, **kwargs)
+        if type(built).__name__ == "AutoConfig" and self.model_type and wanted != self.model_type:
+            built = maker(self.model_type, **self.init_kwargs)  # the other type's values do not apply
+        return built
+
 
 def remap_legacy_layer_types(config=None, **kwargs):
     return None
@@ -69,9 +82,9 @@ class PreTrainedConfig:
             spec = spec if isinstance(spec, SubConfigSpec) else SubConfigSpec(spec)
             value = getattr(self, key, None)
             if isinstance(value, dict):
-                setattr(self, key, spec.config_class(**{**spec.init_kwargs, **value}))
+                setattr(self, key, spec.build({**spec.init_kwargs, **value}))
             elif value is None and not spec.optional:
-                setattr(self, key, spec.config_class(**spec.init_kwargs))
+                setattr(self, key, spec.build(dict(spec.init_kwargs)))
         num_labels = kwargs.pop("num_labels", 2)
         if self.id2label is None:
             self.id2label = {i: f"LABEL_{i}" for i in range(num_labels)}
@@ -139,6 +152,10 @@ class PreTrainedConfig:
             if isinstance(sub, PreTrainedConfig):
                 return sub
         return self
+
+    @classmethod
+    def from_dict(cls, config_dict, **kwargs):
+        return cls(**{**config_dict, **kwargs})
 
     def to_dict(self):
         return copy.deepcopy(self.__dict__)
