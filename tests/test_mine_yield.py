@@ -1292,4 +1292,24 @@ def test_a_model_argument_called_with_several_inputs_gets_a_passthrough():
     resolver = pypi("k-diffusion", "0.1.1.post1")
     prob = mine(resolver, "k_diffusion.layers", "SimpleLossDenoiser")
     assert "inner_model=(lambda *args, **kwargs:" in prob["code"]
+
+
+def test_a_mask_gets_a_shape_that_broadcasts_and_an_optional_input_read_under_another_name():
+    """A mask guessed [batch, length] that does not broadcast gets the shapes masks take:
+    coqui-tts' VITS ``x_mask`` is [batch, 1, time] beside [batch, channels, time], and
+    torch-molecule's attention mask is [batch, 1, 1, length] against the scores. An optional
+    forward input left None is read under a local name (diffusers' LongCat attention reads
+    ``encoder_query`` from ``encoder_hidden_states``): the input sharing its words is given."""
+    for package, version, module, cls in [
+            ("coqui-tts", "0.28.0", "TTS.tts.layers.vits.stochastic_duration_predictor", "ElementwiseAffine"),
+            ("torch-molecule", "0.2.0", "torch_molecule.predictor.smiles_transformer.model", "MultiHeadAttention")]:
+        prob = mine(pypi(package, version), module, cls)
+        mask = next(s for s in prob["input_spec"] if s["kind"] == "mask")
+        assert len(mask["shape"]) >= 3 and 1 in mask["shape"][1:]
+        run_alone(prob["code"])
+
+    resolver = pypi("diffusers", "0.42.1")
+    closure = resolver.closure("diffusers.models.transformers.transformer_longcat_image", "LongCatImageAttention")
+    prob = synthesize(closure.source, "LongCatImageAttention", "test: diffusers LongCatImageAttention", 60.0)
+    assert any(s.get("arg") == "encoder_hidden_states" for s in prob["input_spec"])
     run_alone(prob["code"])

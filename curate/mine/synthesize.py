@@ -638,7 +638,12 @@ def _paired_params(module: nn.Module) -> list[str]:
 def _optional_inputs(specs: list[dict], msg: str, line: str, module: nn.Module) -> list[list[dict]]:
     """``'NoneType' object has no attribute ...`` on a line reading an optional forward
     parameter left None (a cross-attention's ``encoder_hidden_states``): the guess again with
-    that parameter given, shaped like the first input."""
+    that parameter given, shaped like the first input (a timestep or a length as such).
+
+    The variable read is often a local copy under a shorter or longer name (``emb`` for
+    ``temb``, ``timesteps`` for ``timestep``, ``encoder_query`` from
+    ``encoder_hidden_states``): parameters named like it come first, then those sharing a
+    word with it. A mask is given when the line reads it itself (``mask.float()``)."""
     if "'NoneType'" not in msg or not line or not specs or specs[0].get("kind") != "tensor":
         return []
     try:
@@ -647,11 +652,32 @@ def _optional_inputs(specs: list[dict], msg: str, line: str, module: nn.Module) 
         return []
     given = {s.get("arg") for s in specs}
     words = set(re.findall(r"[A-Za-z_]\w*", line))
-    out = []
+    m = re.search(r"has no attribute '(\w+)'", msg)
+    read = set(re.findall(rf"([A-Za-z_]\w*)\s*\.\s*{m.group(1)}\b", line)) if m else set()
+    read |= set(re.findall(r"([A-Za-z_]\w*)\s*\[", line)) if "subscriptable" in msg else set()
+    ranked: list[tuple[float, str]] = []
     for name, p in sig.parameters.items():
-        if p.default is None and name in words and name not in given and not re.search(r"mask|cache|past", name):
-            spec = {**_spec_for(name, specs[0]["shape"], module), "arg": name}
-            out.append(specs + [spec])
+        if p.default is not None or name in given or re.search(r"cache|past", name):
+            continue
+        if name in read or name in words and not re.search(r"mask", name):
+            rank = 0
+        elif re.search(r"mask", name):
+            continue
+        elif any(len(v) >= 3 and (v in name or name in v) for v in read):
+            rank = 1 + min(abs(len(name) - len(v)) for v in read) / 100  # the closest name first
+        elif any(set(v.split("_")) & set(name.split("_")) - {""} for v in read):
+            rank = 2
+        else:
+            continue
+        ranked.append((rank, name))
+    out = []
+    shape = specs[0]["shape"]
+    for _, name in sorted(ranked)[:3]:
+        spec = {**_spec_for(name, shape, module, first=False), "arg": name}
+        out.append(specs + [spec])
+        if spec["kind"] == "tensor" and len(shape) >= 3 and re.search(r"emb|cond", name):
+            # an embedding vector per batch element (diffusers' ``temb`` [batch, channels])
+            out.append(specs + [{**spec, "shape": [shape[0], shape[-1] if len(shape) == 3 else shape[1]]}])
     return out
 
 
@@ -802,6 +828,8 @@ def _spec_for(name: str, shape: list[int], module: nn.Module, first: bool = True
                 "dtype": "int64"}
     if re.search(r"(input_ids|token_ids|^tokens$|labels$|^targets?$|^ids$|_ids$)", low):
         high = emb.num_embeddings if emb is not None else 10
+        if not first and len(shape) >= 4 and "label" in low:  # one class per image
+            return {"kind": "index", "shape": shape[:1], "high": high, "dtype": "int64"}
         return {"kind": "index", "shape": shape[:2] if len(shape) > 2 else shape, "high": high, "dtype": "int64"}
     if re.search(r"mask", low):
         return {"kind": "mask", "shape": shape[:2] if len(shape) > 2 else shape, "dtype": "bool"}
@@ -862,6 +890,19 @@ _COMPLEX = re.compile(r"must be complex|non-complex dtype|expected a complex|com
                       r"required)|only supported for complex|is not complex|input should be complex")
 
 
+def _mask_shapes(x: list[int]) -> list[list[int]]:
+    """Mask shapes that broadcast against input ``x`` or the attention scores built from it,
+    for a mask whose [batch, length] guess did not: [B, 1, T] beside a [B, C, T] input
+    (VITS' ``x_mask``), [B, T, 1] beside [B, T, C], [B, 1, 1, T] and [B, 1, T, T] against
+    [B, heads, T, T] scores, [B, 1, H, W] beside an image."""
+    if len(x) == 3:
+        b, t, c = x
+        return [[b, 1, c], [b, t, 1], [b, 1, 1, t], [b, 1, t, t], [b, t, t], [b, 1, 1, c]]
+    if len(x) == 4:
+        return [[x[0], 1, *x[2:]], list(x[:1] + x[2:])]
+    return []
+
+
 def _repair_specs(specs: list[dict], msg: str, module: nn.Module) -> list[list[dict]]:
     """New input specs suggested by an error message (paritybench-style repairs)."""
     out: list[list[dict]] = []
@@ -912,6 +953,12 @@ def _repair_specs(specs: list[dict], msg: str, module: nn.Module) -> list[list[d
                 new = [dict(x) for x in specs]
                 new[i] = {**s, "shape": list(s["shape"][: max(1, len(s["shape"]) - len(dims))]) + dims}
                 out.append(new)
+    # a mask first: its [batch, length] guess is the usual culprit
+    if "size of tensor a" in msg and tensors and specs[tensors[0]]["kind"] == "tensor":
+        for i, s in enumerate(specs):
+            if s["kind"] == "mask":
+                out += [[{**s, "shape": shape} if j == i else t for j, t in enumerate(specs)]
+                        for shape in _mask_shapes(specs[tensors[0]]["shape"]) if shape != s["shape"]]
     m = re.search(r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)", msg)
     if m:
         a, b = int(m.group(1)), int(m.group(2))
