@@ -1312,4 +1312,33 @@ def test_a_mask_gets_a_shape_that_broadcasts_and_an_optional_input_read_under_an
     closure = resolver.closure("diffusers.models.transformers.transformer_longcat_image", "LongCatImageAttention")
     prob = synthesize(closure.source, "LongCatImageAttention", "test: diffusers LongCatImageAttention", 60.0)
     assert any(s.get("arg") == "encoder_hidden_states" for s in prob["input_spec"])
+
+
+def test_constructor_guesses_take_the_type_the_failing_line_uses():
+    """A guessed number the constructor indexes with string keys (modelscope's LoFTR backbone reads
+    ``config['initial_dim']``, then ``block_dims[2]``) becomes a dict of the keys the file reads,
+    its list long enough for the index; one unpacked (super-gradients' ViT:
+    ``image_height, image_width = image_size``) a tuple of as many; a list whose items are unpacked
+    (NeMo's STFT resolutions: ``n_fft, hop, win = resolution``) a list of such tuples."""
+    prob = mine(pypi("modelscope", "1.40.2"),
+                "modelscope.models.cv.image_local_feature_matching.src.loftr.backbone.resnet_fpn", "ResNetFPN_8_2")
+    (config,) = prob["init_args"]
+    assert isinstance(config, dict) and "initial_dim" in config and len(config["block_dims"]) >= 3
+    run_alone(prob["code"])
+
+    prob = mine(pypi("super-gradients", "3.7.1"), "super_gradients.training.models.classification_models.vit", "ViT")
+    assert isinstance(prob["init_args"][0], (list, tuple)) and len(prob["init_args"][0]) == 2
+    run_alone(prob["code"])
+
+    prob = mine(pypi("nemo-toolkit", "3.0.0"), "nemo.collections.tts.modules.encodec_modules",
+                "MultiResolutionDiscriminatorSTFT")
+    assert all(len(r) == 3 for r in prob["init_args"][0])
+    run_alone(prob["code"])
+
+
+def test_a_failed_assert_on_a_constructor_argument_is_satisfied():
+    """pytorchcv's SINet block asserts ``isinstance(normalization, nn.Module)``: the layer class
+    guessed for ``normalization`` becomes an instance of it."""
+    prob = mine(pypi("pytorchcv", "0.0.74"), "pytorchcv.models.sinet", "PreActivation")
+    assert "normalization=torch.nn." in prob["code"] and "normalization=torch.nn.BatchNorm2d," not in prob["code"]
     run_alone(prob["code"])

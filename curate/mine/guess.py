@@ -233,7 +233,7 @@ def guess(name: str, param: inspect.Parameter, cls: type, ns: dict[str, Any]) ->
         return ACT_CHOICES
     if re.search(_NORM_RE, low) and ("str" not in ann_l):
         return NORM_CHOICES
-    if re.search(_BLOCK_RE, low) and "int" not in ann_l:
+    if re.search(_BLOCK_RE, low) and "int" not in ann_l and not re.match(r"(num|n)_", low):  # not a count
         return _block_classes(ns, cls) + MODULE_CHOICES
     if re.search(_WRAPPED_RE, low):
         return _wrapped_choices(cls.__name__)

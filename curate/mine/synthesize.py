@@ -26,6 +26,7 @@ import hashlib
 import importlib.metadata
 import inspect
 import itertools
+import linecache
 import math
 import pkgutil
 import re
@@ -235,6 +236,8 @@ class ConstructorSearch:
             values = [g for g in guess(attr, p, self.cls, {})[:2] if not isinstance(g, (Expr, ConfigArg))]
             if not values and re.search(r"act|activation|nonlinearity", attr.lower()):
                 values = ["gelu", "relu"]  # a configuration names its activation (transformers' ACT2FN keys)
+            if not values:  # only layers guessed (``config.attention_norm``): the strings the file compares it with
+                values = _compared_strings(self._source(), attr)[:2] or [C]
             for n, v in kwargs.items():
                 if isinstance(v, ConfigArg) and v.is_type(m.group(1)):
                     # another configuration of the file that has it (DbrxFFN takes DbrxConfig,
@@ -261,6 +264,7 @@ class ConstructorSearch:
             out += [{**kwargs, n: {**v, **extra}} for n, v in kwargs.items()
                     if isinstance(v, dict) and re.search(rf"\*\*\s*{re.escape(n)}\b", line)]
         blamed = self._blamed(kwargs, msg, line)
+        out += self._typed_repairs(kwargs, msg, line, blamed)
         choices = _listed_choices(msg)
         if choices:  # "invalid model_name 1, must be one of resnet10, resnet18, ...": take a listed one
             out += [{**kwargs, n: c} for n in blamed for c in choices[:2]]
@@ -283,7 +287,11 @@ class ConstructorSearch:
             elif wants_list and isinstance(kwargs[n], int) and not isinstance(kwargs[n], bool):
                 v = kwargs[n]
                 out += [{**kwargs, n: alt} for alt in ([v, v], [v, 2 * v, 4 * v, 8 * v], (v, v), [2, 2, 2, 2])]
-        if "divisible" in msg or "multiple" in msg:
+            elif wants_list and isinstance(kwargs[n], float):  # one rate per layer (``drop_path[i]``)
+                out.append({**kwargs, n: [kwargs[n]] * 4})
+        if msg.startswith("AssertionError"):
+            out += _assert_repairs(kwargs, line, [n for n, _ in self.params])
+        if "divisible" in msg or "multiple" in msg or msg.startswith("AssertionError") and "%" in line:
             out.append({k: (v if not isinstance(v, int) or isinstance(v, bool) else (C if v != C else 8))
                         for k, v in kwargs.items()})
         names = list(kwargs)
@@ -291,6 +299,153 @@ class ConstructorSearch:
             for alt in self._choices(n, kwargs[n]):
                 out.append({**kwargs, n: alt})
         return out
+
+    def _source(self) -> str:
+        """The mined file's text (``exec_source`` puts it in ``linecache``), for the keys and
+        names the constructor's code reads."""
+        if not hasattr(self, "_text"):
+            files = [k.__dict__["__init__"].__code__.co_filename for k in self.cls.__mro__
+                     if hasattr(k.__dict__.get("__init__"), "__code__")]
+            mined = [f for f in files if f.startswith(MINED_FILE[:-1])]
+            self._text = "".join(linecache.getlines(mined[0])) if mined else ""
+        return self._text
+
+    def _typed_repairs(self, kwargs: dict[str, Any], msg: str, line: str, blamed: list[str]) -> list[dict[str, Any]]:
+        """Guesses of the type the failing line uses a parameter as, when the guess had another:
+
+        - indexed by string keys (``config['thr']``: ``'int' object is not subscriptable``, ``list
+          indices must be integers or slices, not str``): a dict of every key the file reads that way;
+          a dict missing one (``KeyError: 'thr'``) gains it;
+        - unpacked (``h, w = image_size``: ``cannot unpack non-iterable int object``, or ``expected 4,
+          got 1``): a tuple of as many values; a list whose items are unpacked, a list of such tuples;
+        - items iterated or indexed (``for a, b in pairs``: ``'int' object is not iterable`` with a list
+          of ints): a list of pairs;
+        - a key of a dict the file defines (``NORMS[norm_type]``: ``KeyError: 32``): its keys;
+        - a count guessed as a layer (``range(num_res_blocks)``: ``'Conv2d' object cannot be
+          interpreted as an integer``, ``object of type 'Linear' has no len()``): numbers.
+        """
+        out: list[dict[str, Any]] = []
+        params = dict(self.params)
+        # string keys
+        if re.search(r"not subscriptable|indices must be integers|^KeyError: '|string indices", msg):
+            for n in re.findall(r"\b(\w+)\s*\[\s*['\"]", line):
+                if n not in params or isinstance(kwargs.get(n), (Expr, ConfigArg)):
+                    continue
+                keys = _string_keys(self._source(), n)
+                old = kwargs.get(n)
+                if isinstance(old, dict):
+                    m = re.match(r"KeyError: '(\w+)'", msg)
+                    keys = [k for k in keys + ([m.group(1)] if m else []) if k not in old]
+                    if keys:
+                        out.append({**kwargs, n: {**old, **{k: self._key_value(k) for k in keys}}})
+                elif keys:
+                    out.append({**kwargs, n: {k: self._key_value(k) for k in keys}})
+        # unpacking
+        m = re.search(r"cannot unpack non-iterable (int|float) object|values to unpack \(expected (\d+)", msg)
+        if m:
+            t = re.match(r"\s*(?:for\s+)?\(?\s*([\w.]+(?:\s*,\s*[\w.]+)+)\s*,?\s*\)?\s*(?:=|in\b)", line)
+            size = int(m.group(2)) if m.group(2) else len(t.group(1).split(",")) if t else 2
+            direct = [n for n in blamed if n in kwargs and (re.search(rf"(=|\bin)\s*(self\.)?{n}\b", line))]
+            for n in direct or blamed:
+                v = kwargs.get(n)
+                if _is_int(v) or isinstance(v, float):
+                    out += [{**kwargs, n: (v,) * size}]
+                elif isinstance(v, (list, tuple)) and v and all(_is_int(x) for x in v):
+                    if m.group(2) and (direct or not m.group(1)):
+                        out += [{**kwargs, n: [v[0]] * size}, {**kwargs, n: [v[0] * 2 ** i for i in range(size)]}]
+                    else:
+                        out.append({**kwargs, n: [(x,) * size for x in v]})
+            if m.group(1) and not direct:  # the items of a list parameter are unpacked elsewhere
+                out += [{**kwargs, n: [(x,) * size for x in v]} for n, v in kwargs.items()
+                        if n not in blamed and isinstance(v, (list, tuple)) and v and all(_is_int(x) for x in v)]
+        # items iterated: the blamed list, or else a list the file iterates (``for stage in channels``)
+        if re.search(r"'(int|float)' object is not (iterable|subscriptable)", msg) and not any(
+                _is_int(kwargs.get(n)) or isinstance(kwargs.get(n), float) for n in blamed):  # else that one is
+            flat = {n: v for n, v in kwargs.items()
+                    if isinstance(v, (list, tuple)) and v and all(_is_int(x) for x in v)}
+            names = [n for n in blamed if n in flat] or [
+                n for n in flat if re.search(rf"\bin\s+(?:enumerate\(|zip\()?(?:self\.)?{n}\b", self._source())]
+            out += [{**kwargs, n: [[x, x] for x in flat[n]]} for n in names]
+        # a key a **kwargs constructor reads (``kwargs["levels"]``, ``d.pop(key)``)
+        m = re.match(r"KeyError: '(\w+)'$", msg)
+        if m and self.var_kw and m.group(1) not in kwargs and m.group(1) not in params:
+            out.append({**kwargs, m.group(1): self._key_value(m.group(1))})
+        # keys of a dict of the file, or of one written on the line (``{1: nn.Conv1d, 2: nn.Conv2d}[dim]``)
+        if msg.startswith("KeyError") or "not iterable" in msg:
+            for d, n, key in re.findall(r"([\w.]+|\{[^{}]*\})\s*\[\s*(\w+)\s*(?:\[\s*['\"](\w+)['\"]\s*\])?\]", line):
+                keys = _mapping_keys(self.ns, d) if not d.startswith("{") else _literal_keys(d)
+                if not keys:
+                    continue
+                if key and isinstance(kwargs.get(n), dict):  # ``table[config["kind"]]``
+                    out += [{**kwargs, n: {**kwargs[n], key: k}} for k in keys[:2]]
+                elif n in params:
+                    out += [{**kwargs, n: k} for k in keys[:3] if k != kwargs.get(n)]
+                else:  # ``[TABLE[e] for e in symbols]``: the parameter lists keys
+                    for p in re.findall(rf"\bfor\s+{n}\s+in\s+(\w+)", line):
+                        if p in params:
+                            out.append({**kwargs, p: keys[:2]})
+        # a list too short for the index read (``dims[2]`` of ``[64, 64]``), itself or a dict's value
+        if msg.startswith("IndexError") and "out of range" in msg:
+            for name, i in re.findall(r"\b(\w+)\s*\[\s*(-?\d+)\s*\]", line):
+                size = max(int(i) + 1, -int(i), 4)
+                for n, key in [(name, None)] + re.findall(
+                        rf"\b{name}\s*=\s*(\w+)\s*\[\s*['\"](\w+)['\"]\s*\]", self._source()):
+                    v = kwargs.get(n)
+                    if key is not None:
+                        if not isinstance(v, dict):
+                            continue
+                        v = v.get(key)
+                    if isinstance(v, (list, tuple)) and 0 < len(v) < size:
+                        for longer in ([v[0]] * size, [v[0] * 2 ** j for j in range(size)] if _is_int(v[0]) else None):
+                            if longer is not None:
+                                out.append({**kwargs, n: longer if key is None else {**kwargs[n], key: longer}})
+        # a configuration attribute left None that the line computes with (``head_dim ** -0.5``)
+        if re.search(r"'NoneType'|NoneType", msg) and msg.startswith("TypeError"):
+            for n, v in kwargs.items():
+                if not isinstance(v, ConfigArg) or isinstance(v, NamespaceArg):
+                    continue
+                attrs = re.findall(rf"\b{n}\.(\w+)", line)
+                for a in re.findall(r"self\.(\w+)", line):  # ``self.x = config.x`` earlier
+                    attrs += re.findall(rf"self\.{a}\s*=\s*{n}\.(\w+)\s*$", self._source(), re.M) + [a]
+                fixed = {}
+                for a in dict.fromkeys(attrs):
+                    if a in v.as_dict() and v.as_dict()[a] is None or a not in v.as_dict() and self._none_attr(v, a):
+                        fixed[a] = _derived_config_value(a, build(v, self.ns))
+                        if fixed[a] is None:
+                            fixed[a] = self._key_value(a)
+                if fixed:
+                    new = v
+                    for a, g in fixed.items():
+                        new = new.with_value(a, g)
+                    out.append({**kwargs, n: new})
+        # a list where the code computes with a number (``model_dims // num_heads``): a namespace's
+        # attribute guessed from a plural-looking name
+        if re.search(r"unsupported operand type\(s\) for .*'(list|tuple)'", msg):
+            for n, v in kwargs.items():
+                if isinstance(v, NamespaceArg):
+                    lists = {a: x[0] for a, x in v.values if isinstance(x, (list, tuple)) and x and _is_int(x[0])}
+                    if lists:
+                        out.append({**kwargs, n: NamespaceArg(values=tuple({**v.as_dict(), **lists}.items()))})
+        # a count guessed as a layer
+        m = re.search(r"'(\w+)' object cannot be interpreted as an integer|object of type '(\w+)' has no len|"
+                      r"'(\w+)' object is not (?:iterable|subscriptable)", msg)
+        if m and (m.group(1) or m.group(2) or m.group(3)) not in _PLAIN_TYPES:
+            for n in blamed:
+                if isinstance(kwargs.get(n), Expr):
+                    out += [{**kwargs, n: v} for v in ([2, 1] if m.group(1) else [[2, 2], [C, C]])]
+        return out
+
+    def _none_attr(self, config: ConfigArg, attr: str) -> bool:
+        """Whether the configuration ``config`` builds has attribute ``attr`` set to None."""
+        try:
+            return getattr(build(config, self.ns), attr, 0) is None
+        except Exception:  # a configuration that does not build
+            return False
+
+    def _key_value(self, key: str) -> Any:
+        """A value for a configuration dict's ``key``, guessed from its name like a parameter."""
+        p = inspect.Parameter(key, inspect.Parameter.KEYWORD_ONLY)
+        return next((g for g in guess(key, p, self.cls, {}) if not isinstance(g, (Expr, ConfigArg))), C)
 
     def _configs_with(self, attr: str) -> list[ConfigArg]:
         """Configuration classes of the file whose default instance has attribute ``attr``,
@@ -360,6 +515,114 @@ def _called_layers(kwargs: dict[str, Any], name: str, msg: str, line: str = "") 
 #: ``inner_model(x, sigma)``): it returns its first tensor argument.
 PASSTHROUGH = Expr("(lambda *args, **kwargs: next(a for a in (*args, *kwargs.values()) "
                    "if isinstance(a, torch.Tensor)))")
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _string_keys(text: str, name: str) -> list[str]:
+    """The string keys source ``text`` indexes ``name`` with (``name['thr']``, ``name["k"]``), in order."""
+    keys = re.findall(rf"\b{re.escape(name)}\s*\[\s*['\"](\w+)['\"]\s*\]", text)
+    return list(dict.fromkeys(keys))[:40]
+
+
+def _derived_config_value(attr: str, config: Any) -> Any:
+    """The value transformers' models derive for a configuration attribute left None, from
+    the others: ``head_dim`` from the width and head count, key/value heads as many as the
+    query heads; None for other attributes."""
+    heads = getattr(config, "num_attention_heads", None)
+    width = getattr(config, "hidden_size", None)
+    if not _is_int(heads) or heads <= 0:
+        return None
+    if attr == "head_dim" and _is_int(width):
+        return width // heads
+    if re.fullmatch(r"num_(key_value|kv)_heads", attr):
+        return heads
+    return None
+
+
+def _compared_strings(text: str, attr: str) -> list[str]:
+    """The strings source ``text`` compares attribute ``attr`` with (``cfg.norm == "rms"``)."""
+    found = re.findall(rf"\.{re.escape(attr)}\s*(?:==|!=)\s*['\"]([\w-]+)['\"]", text)
+    return list(dict.fromkeys(found))
+
+
+def _assert_repairs(kwargs: dict[str, Any], line: str, params: list[str]) -> list[dict[str, Any]]:
+    """Guesses satisfying a failed ``assert`` on constructor parameters, read from its test:
+    ``assert mode in ("a", "b")`` takes a listed value, ``assert len(dims) == 3`` a list of that
+    length, ``assert isinstance(depths, (list, tuple))`` a list, ``assert x is not None`` /
+    ``assert exists(x)`` a value, ``assert isinstance(norm, nn.Module)`` an instance of the layer
+    class guessed, ``assert in_dim == out_dim`` equal values (``x % y == 0`` is the caller's: all
+    widths alike)."""
+    try:
+        node = ast.parse(line.strip().rstrip(",;"), mode="exec").body[0]
+    except (SyntaxError, IndexError):
+        return []
+    if not isinstance(node, ast.Assert):
+        return []
+
+    def param(expr: ast.AST) -> str | None:
+        name = expr.attr if isinstance(expr, ast.Attribute) else expr.id if isinstance(expr, ast.Name) else None
+        return name if name in params else None
+
+    out: list[dict[str, Any]] = []
+    tests = node.test.values if isinstance(node.test, ast.BoolOp) else [node.test]
+    for test in tests:
+        if isinstance(test, ast.Compare) and len(test.ops) == 1:
+            left, op, right = test.left, test.ops[0], test.comparators[0]
+            n = param(left)
+            if n and isinstance(op, ast.Eq) and param(right) and _is_int(kwargs.get(n)):  # ``in_dim == out_dim``
+                out.append({**kwargs, param(right): kwargs[n]})
+            elif n and isinstance(op, ast.In) and isinstance(right, (ast.List, ast.Tuple, ast.Set)):
+                out += [{**kwargs, n: e.value} for e in right.elts[:3] if isinstance(e, ast.Constant)]
+            elif n and isinstance(op, ast.IsNot) and isinstance(right, ast.Constant) and right.value is None:
+                out.append({**kwargs, n: C})
+            elif (isinstance(left, ast.Call) and isinstance(left.func, ast.Name) and left.func.id == "len"
+                  and left.args and param(left.args[0]) and isinstance(op, ast.Eq)
+                  and isinstance(right, ast.Constant) and _is_int(right.value) and 0 < right.value <= 8):
+                n, v = param(left.args[0]), kwargs.get(param(left.args[0]))
+                item = v[0] if isinstance(v, (list, tuple)) and v else v if _is_int(v) else C
+                if re.search(r"mult|ratio|scale|factor|rate", n):  # per-stage multipliers: 1x, not 64x
+                    item = 1
+                out.append({**kwargs, n: [item] * right.value})
+        elif isinstance(test, ast.Call) and isinstance(test.func, ast.Name) and test.args and param(test.args[0]):
+            n = param(test.args[0])
+            v = kwargs.get(n)
+            if test.func.id == "isinstance" and re.search(r"\b(list|tuple|Sequence)\b", ast.unparse(test)):
+                if _is_int(v):
+                    out += [{**kwargs, n: [v] * 4}, {**kwargs, n: (v, v)}]
+            elif test.func.id == "isinstance" and re.search(r"\bModule\b", ast.unparse(test)):
+                if isinstance(v, Expr) and re.fullmatch(r"[\w.]+", v.code):  # a layer class: an instance of it
+                    out += [{**kwargs, n: Expr(f"{v.code}({C})")}, {**kwargs, n: Expr(f"{v.code}()")}]
+            elif test.func.id in ("exists", "callable") and v is None:
+                out.append({**kwargs, n: C})
+    return out
+
+
+def _literal_keys(text: str) -> list[Any]:
+    """The constant keys of a dict display written in source (``{1: nn.Conv1d, 2: nn.Conv2d}``)."""
+    try:
+        node = ast.parse(text, mode="eval").body
+    except SyntaxError:
+        return []
+    if not isinstance(node, ast.Dict):
+        return []
+    return [k.value for k in node.keys if isinstance(k, ast.Constant) and isinstance(k.value, (str, int))
+            and not isinstance(k.value, bool)]
+
+
+def _mapping_keys(ns: dict[str, Any], dotted: str) -> list[Any]:
+    """The literal keys of the module-level dict ``dotted`` names in ``ns`` (``NORMS``,
+    ``registry.TABLE``), or none."""
+    obj: Any = ns
+    for i, part in enumerate(dotted.split(".")):
+        obj = obj.get(part) if i == 0 else getattr(obj, part, None)
+        if obj is None:
+            return []
+    if not isinstance(obj, dict):
+        return []
+    return [k for k in obj if isinstance(k, (str, int)) and not isinstance(k, bool)]
 
 
 def _listed_choices(msg: str) -> list[str]:
