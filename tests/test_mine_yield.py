@@ -1237,3 +1237,14 @@ def test_diffusers_model_builds_on_the_model_and_config_standins():
     ns = load_problem(prob["code"], "tiny")
     model = ns["Model"](*ns["get_init_inputs"]())
     assert model.config.in_channels == 3 and model.config["latent_channels"] == model.latent_channels
+
+
+def test_inputs_take_each_arguments_rank_and_size_tuples_from_the_forward_source():
+    # forward(x, style): ``b, c, h, w = x.shape`` and ``self.modulation(style).view(b, 1, c, 1, 1)``
+    # - an image and a [batch, features] style vector, not two tensors of one shape
+    prob = mine(pypi("spandrel", "0.4.2"), "spandrel.architectures.GFPGAN.__arch.stylegan2_arch", "ModulatedConv2d")
+    assert [len(s["shape"]) for s in prob["input_spec"]] == [4, 2]
+    # forward(size): ``h, w = size`` - a (height, width) pair of ints
+    prob = mine(pypi("segment-anything", "1.0"), "segment_anything.modeling.prompt_encoder", "PositionEmbeddingRandom")
+    assert [s["kind"] for s in prob["input_spec"]] == ["value"] and prob["input_spec"][0]["value"] == (16, 16)
+    run_alone(prob["code"])
