@@ -1131,6 +1131,12 @@ def _repair_specs(specs: list[dict], msg: str, module: nn.Module) -> list[list[d
                         new = [dict(t) for t in specs]
                         new[i] = {**s, "shape": shape[:-2] + [side, side]}
                         out.append(new)
+    m = re.search(r"index (\d+) is out of bounds for dimension (\d+) with size (\d+)", msg)
+    if m:  # qkv[2] of a stacked [3, ...] input, a small axis read at a fixed index: that axis grows to fit
+        k, d, size = (int(g) for g in m.groups())
+        for i in tensors:
+            if k < 16 and d < len(specs[i]["shape"]) and specs[i]["shape"][d] == size:
+                with_dim(i, d, k + 1)
     m = re.search(r"Expected (\d)D.* input|expected (\d)D input|Expected (\d)-dimensional|"
                   r"Expected \d+D \(unbatched\) or (\d)D \(batched\)|expected (\d)D or \dD input|"
                   r"got (\d)D input|Expected input batch_size|expected (\d)D tensor", msg)
