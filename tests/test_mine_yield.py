@@ -1341,4 +1341,14 @@ def test_a_failed_assert_on_a_constructor_argument_is_satisfied():
     guessed for ``normalization`` becomes an instance of it."""
     prob = mine(pypi("pytorchcv", "0.0.74"), "pytorchcv.models.sinet", "PreActivation")
     assert "normalization=torch.nn." in prob["code"] and "normalization=torch.nn.BatchNorm2d," not in prob["code"]
+
+
+def test_inputs_take_each_arguments_rank_and_size_tuples_from_the_forward_source():
+    # forward(x, style): ``b, c, h, w = x.shape`` and ``self.modulation(style).view(b, 1, c, 1, 1)``
+    # - an image and a [batch, features] style vector, not two tensors of one shape
+    prob = mine(pypi("spandrel", "0.4.2"), "spandrel.architectures.GFPGAN.__arch.stylegan2_arch", "ModulatedConv2d")
+    assert [len(s["shape"]) for s in prob["input_spec"]] == [4, 2]
+    # forward(size): ``h, w = size`` - a (height, width) pair of ints
+    prob = mine(pypi("segment-anything", "1.0"), "segment_anything.modeling.prompt_encoder", "PositionEmbeddingRandom")
+    assert [s["kind"] for s in prob["input_spec"]] == ["value"] and prob["input_spec"][0]["value"] == (16, 16)
     run_alone(prob["code"])
