@@ -350,7 +350,8 @@ def scaled_config(config_cls: type, max_width: int = MAX_WIDTH, sizes: bool = Fa
 def _scaled_instance(cfg: Any, max_width: int, sizes: bool = False) -> dict[str, Any]:
     """:func:`scaled_config` for the configuration instance ``cfg``: the values that change."""
     values = {k: v for k, v in vars(cfg).items() if not k.startswith("_")}
-    return scaled_values(values, max_width, type(cfg), sizes)
+    extra = {k: v for k, v in vars(cfg).items() if k in ("_out_indices", "_out_features")}
+    return scaled_values(values, max_width, type(cfg), sizes, extra)
 
 
 def _int_list(v: Any) -> bool:
@@ -358,7 +359,7 @@ def _int_list(v: Any) -> bool:
 
 
 def scaled_values(values: dict[str, Any], max_width: int = MAX_WIDTH, config_cls: type | None = None,
-                  sizes: bool = False) -> dict[str, Any]:
+                  sizes: bool = False, extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """The changed entries of ``values`` (keyword name -> default value) that make a
     problem-sized model, by the rules of :func:`scaled_config`; ``config_cls`` (the
     configuration the values come from, if any) is not scaled again among its own attributes.
@@ -366,7 +367,9 @@ def scaled_values(values: dict[str, Any], max_width: int = MAX_WIDTH, config_cls
     With ``sizes`` (a retry after the defaults ran out of memory), a model without a width
     keeps its head size with fewer heads (diffusers' ``num_attention_heads`` x
     ``attention_head_dim``), lists of widths (``block_out_channels``) shrink by the same
-    factor, and position tables are capped at :data:`MAX_POSITIONS`."""
+    factor, and position tables are capped at :data:`MAX_POSITIONS`. ``extra``: private
+    attributes of a configuration instance (a backbone's ``_out_indices``, behind a property)."""
+    extra = extra or {}
     out: dict[str, Any] = {}
     width_key = next((k for k in _WIDTH_KEYS if isinstance(values.get(k), int)
                       and not isinstance(values.get(k), bool)), None)
@@ -435,6 +438,13 @@ def scaled_values(values: dict[str, Any], max_width: int = MAX_WIDTH, config_cls
             if sub:
                 kind = getattr(v, "model_type", None)
                 out[k] = {"model_type": kind, **sub} if isinstance(kind, str) and kind else sub
+    capped = [v for k, v in out.items() if _LAYERS_RE.search(k) and isinstance(v, int) and not isinstance(v, bool)]
+    indices = values.get("out_indices", extra.get("_out_indices"))
+    if capped and isinstance(indices, (list, tuple)) and indices and _int_list(indices) and max(indices) > max(capped):
+        # a backbone's feature stages: stage i is the output of layer i, and fewer layers remain
+        out["out_indices"] = sorted({min(i, max(capped)) for i in indices if i >= 0} or {max(capped)})
+        if values.get("out_features", extra.get("_out_features")) is not None:
+            out["out_features"] = None  # recomputed from the indices
     vocab = out.get("vocab_size", values.get("vocab_size"))
     if vocab is None:  # a composite's token ids (image_token_id) index its text model's vocabulary
         vocab = next((sub["vocab_size"] for sub in out.values() if isinstance(sub, dict)

@@ -365,7 +365,11 @@ class ConstructorSearch:
                     if isinstance(v, (list, tuple)) and v and all(_is_int(x) for x in v)}
             names = [n for n in blamed if n in flat] or [
                 n for n in flat if re.search(rf"\bin\s+(?:enumerate\(|zip\()?(?:self\.)?{n}\b", self._source())]
-            out += [{**kwargs, n: [[x, x] for x in flat[n]]} for n in names]
+            for n in names:
+                if len(flat[n]) < 4:  # whole networks are built for four stages (224 pixels -> 7x7)
+                    x = flat[n][0]
+                    out.append({**kwargs, n: [[x // 2] * 2, [x] * 2, [2 * x] * 2, [4 * x] * 2]})
+                out.append({**kwargs, n: [[x, x] for x in flat[n]]})
         # a key a **kwargs constructor reads (``kwargs["levels"]``, ``d.pop(key)``)
         m = re.match(r"KeyError: '(\w+)'$", msg)
         if m and self.var_kw and m.group(1) not in kwargs and m.group(1) not in params:
@@ -1452,6 +1456,40 @@ def _mask_shapes(x: list[int]) -> list[list[int]]:
     return []
 
 
+def _element_count_repairs(specs: list[dict], target: list[int], size: int) -> list[list[dict]]:
+    """Input specs for a ``view``/``reshape`` to ``target`` that failed on ``size`` elements.
+
+    A fixed target (``[8, 11, 11, 2304]``: a token count that must be a square, or a width
+    that must be heads x head size) scales the one input axis whose size makes the counts
+    equal (128 tokens -> 121, 64 features -> 512). A target with -1 (``[-1, 128]`` of
+    transformers' multiple-choice heads, which flatten [batch, choices, seq] ids) adds a
+    choices axis of 4 after the batch axis of inputs whose second axis is the other size.
+    """
+    out: list[list[dict]] = []
+    if -1 in target:
+        rest = math.prod(d for d in target if d != -1)
+        if len(target) == 2 and rest > 1:
+            new = [{**s, "shape": s["shape"][:1] + [4] + s["shape"][1:]}
+                   if s["kind"] in ("tensor", "index", "mask") and len(s.get("shape", [])) in (2, 3)
+                   and s["shape"][1] == rest else s for s in specs]
+            if new != specs:
+                out.append(new)
+        return out
+    want = math.prod(target)
+    if not size or want == size:
+        return out
+    for i, s in enumerate(specs):
+        shape = s.get("shape", [])
+        if s["kind"] != "tensor" or math.prod(shape) != size:
+            continue
+        for d in range(1, len(shape)):
+            v, r = divmod(shape[d] * want, size)
+            if not r and 1 <= v <= 4096 and v != shape[d]:
+                out.append([{**t, "shape": shape[:d] + [v] + shape[d + 1:]} if j == i else t
+                            for j, t in enumerate(specs)])
+    return out[:3]
+
+
 def _repair_specs(specs: list[dict], msg: str, module: nn.Module) -> list[list[dict]]:
     """New input specs suggested by an error message (paritybench-style repairs)."""
     out: list[list[dict]] = []
@@ -1536,6 +1574,9 @@ def _repair_specs(specs: list[dict], msg: str, module: nn.Module) -> list[list[d
         for i in tensors:
             if k < 16 and d < len(specs[i]["shape"]) and specs[i]["shape"][d] == size:
                 with_dim(i, d, k + 1)
+    m = re.search(r"shape '\[([-\d, ]+)\]' is invalid for input of size (\d+)", msg)
+    if m:
+        out += _element_count_repairs(specs, [int(d) for d in m.group(1).split(",")], int(m.group(2)))
     m = re.search(r"Expected (\d)D.* input|expected (\d)D input|Expected (\d)-dimensional|"
                   r"Expected \d+D \(unbatched\) or (\d)D \(batched\)|expected (\d)D or \dD input|"
                   r"got (\d)D input|Expected input batch_size|expected (\d)D tensor", msg)
