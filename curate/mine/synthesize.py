@@ -1484,7 +1484,7 @@ def _element_count_repairs(specs: list[dict], target: list[int], size: int) -> l
             continue
         for d in range(1, len(shape)):
             v, r = divmod(shape[d] * want, size)
-            if not r and 1 <= v <= 4096 and v != shape[d]:
+            if not r and 2 <= v <= 4096 and v != shape[d]:
                 out.append([{**t, "shape": shape[:d] + [v] + shape[d + 1:]} if j == i else t
                             for j, t in enumerate(specs)])
     return out[:3]
@@ -1574,9 +1574,6 @@ def _repair_specs(specs: list[dict], msg: str, module: nn.Module) -> list[list[d
         for i in tensors:
             if k < 16 and d < len(specs[i]["shape"]) and specs[i]["shape"][d] == size:
                 with_dim(i, d, k + 1)
-    m = re.search(r"shape '\[([-\d, ]+)\]' is invalid for input of size (\d+)", msg)
-    if m:
-        out += _element_count_repairs(specs, [int(d) for d in m.group(1).split(",")], int(m.group(2)))
     m = re.search(r"Expected (\d)D.* input|expected (\d)D input|Expected (\d)-dimensional|"
                   r"Expected \d+D \(unbatched\) or (\d)D \(batched\)|expected (\d)D or \dD input|"
                   r"got (\d)D input|Expected input batch_size|expected (\d)D tensor", msg)
@@ -1637,6 +1634,9 @@ def _repair_specs(specs: list[dict], msg: str, module: nn.Module) -> list[list[d
     if "Expected more than 1 value per channel" in msg:
         out.append([{**s, "shape": [B] + s["shape"][1:] + ([4, 4] if len(s["shape"]) == 2 else [])}
                     if s["kind"] == "tensor" else s for s in specs])
+    m = re.search(r"shape '\[([-\d, ]+)\]' is invalid for input of size (\d+)", msg)
+    if m:  # last: the rank and width repairs above explain most such errors
+        out += _element_count_repairs(specs, [int(d) for d in m.group(1).split(",")], int(m.group(2)))
     return out
 
 
