@@ -318,13 +318,16 @@ class Resolver:
             return
         configs, models, backbones, special = maps
         done: set[str] = set()
+        scanned: dict[str, set[int]] = {}  # each round reads only the statements copied since
         for _ in range(3):
             types, own = set(), set()
             for mod, stmts in list(st.stmts.items()):
                 if not mod.startswith("transformers."):
                     continue
                 idx = self.load(mod)
-                for i in stmts:
+                fresh = stmts - scanned.setdefault(mod, set())
+                scanned[mod] |= fresh
+                for i in fresh:
                     code = idx.stmts[i].code
                     types |= set(_SUB_TYPE.findall(code))
                     if idx.stmts[i].kind == "class":

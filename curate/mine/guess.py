@@ -354,8 +354,14 @@ def _scaled_instance(cfg: Any, max_width: int, sizes: bool = False) -> dict[str,
     return scaled_values(values, max_width, type(cfg), sizes, extra)
 
 
-def _int_list(v: Any) -> bool:
-    return all(isinstance(x, int) and not isinstance(x, bool) for x in v)
+def is_int(v: Any) -> bool:
+    """An int that is not a bool."""
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def int_list(v: Any) -> bool:
+    """A sequence whose items are all :func:`is_int`."""
+    return all(is_int(x) for x in v)
 
 
 def scaled_values(values: dict[str, Any], max_width: int = MAX_WIDTH, config_cls: type | None = None,
@@ -392,14 +398,14 @@ def scaled_values(values: dict[str, Any], max_width: int = MAX_WIDTH, config_cls
         # diffusers' transformers give heads and head size, not a width: fewer heads, same size
         new_heads = max(1, max_width // head_dim)
         ratio = main_heads / new_heads
-    widths = [max(x) for k, x in values.items() if isinstance(x, (list, tuple)) and x and _int_list(x)
+    widths = [max(x) for k, x in values.items() if isinstance(x, (list, tuple)) and x and int_list(x)
               and _WIDTH_RE.search(k) and not _NOT_WIDTH_RE.search(k)]
     if sizes and not width and ratio == 1 and widths and max(widths) > max_width:  # a UNet's block_out_channels
         ratio = max(widths) / max_width
     for k, v in values.items():
         if isinstance(v, bool):
             continue
-        if ratio > 1 and isinstance(v, (list, tuple)) and v and _int_list(v) and _WIDTH_RE.search(k) \
+        if ratio > 1 and isinstance(v, (list, tuple)) and v and int_list(v) and _WIDTH_RE.search(k) \
                 and not _NOT_WIDTH_RE.search(k) and max(v) >= 256:
             out[k] = type(v)(max(8, round(x / ratio / 8) * 8) for x in v)
             continue
@@ -428,7 +434,7 @@ def scaled_values(values: dict[str, Any], max_width: int = MAX_WIDTH, config_cls
         elif (isinstance(v, int) and ratio > 1 and v >= 256
               and (k in _WIDTH_KEYS or _WIDTH_RE.search(k) and not _NOT_WIDTH_RE.search(k))):
             out[k] = max(8, round(v / ratio / 8) * 8)
-        elif isinstance(v, list) and v and all(isinstance(x, int) and not isinstance(x, bool) for x in v) \
+        elif isinstance(v, list) and v and int_list(v) \
                 and re.search(r"depths$|layers$|num_blocks$", k) and max(v) > 1:
             out[k] = [1] * len(v)
         elif hasattr(v, "__dict__") and type(v).__name__.endswith("Config") and type(v) is not config_cls:
@@ -438,9 +444,9 @@ def scaled_values(values: dict[str, Any], max_width: int = MAX_WIDTH, config_cls
             if sub:
                 kind = getattr(v, "model_type", None)
                 out[k] = {"model_type": kind, **sub} if isinstance(kind, str) and kind else sub
-    capped = [v for k, v in out.items() if _LAYERS_RE.search(k) and isinstance(v, int) and not isinstance(v, bool)]
+    capped = [v for k, v in out.items() if _LAYERS_RE.search(k) and is_int(v)]
     indices = values.get("out_indices", extra.get("_out_indices"))
-    if capped and isinstance(indices, (list, tuple)) and indices and _int_list(indices) and max(indices) > max(capped):
+    if capped and isinstance(indices, (list, tuple)) and indices and int_list(indices) and max(indices) > max(capped):
         # a backbone's feature stages: stage i is the output of layer i, and fewer layers remain
         out["out_indices"] = sorted({min(i, max(capped)) for i in indices if i >= 0} or {max(capped)})
         if values.get("out_features", extra.get("_out_features")) is not None:

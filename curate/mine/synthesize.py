@@ -52,6 +52,8 @@ from curate.mine.guess import (
     build,
     config_classes,
     guess,
+    int_list,
+    is_int,
     module_choices,
     optional_override,
     scaled_config,
@@ -348,21 +350,21 @@ class ConstructorSearch:
             direct = [n for n in blamed if n in kwargs and (re.search(rf"(=|\bin)\s*(self\.)?{n}\b", line))]
             for n in direct or blamed:
                 v = kwargs.get(n)
-                if _is_int(v) or isinstance(v, float):
+                if is_int(v) or isinstance(v, float):
                     out += [{**kwargs, n: (v,) * size}]
-                elif isinstance(v, (list, tuple)) and v and all(_is_int(x) for x in v):
+                elif isinstance(v, (list, tuple)) and v and int_list(v):
                     if m.group(2) and (direct or not m.group(1)):
                         out += [{**kwargs, n: [v[0]] * size}, {**kwargs, n: [v[0] * 2 ** i for i in range(size)]}]
                     else:
                         out.append({**kwargs, n: [(x,) * size for x in v]})
             if m.group(1) and not direct:  # the items of a list parameter are unpacked elsewhere
                 out += [{**kwargs, n: [(x,) * size for x in v]} for n, v in kwargs.items()
-                        if n not in blamed and isinstance(v, (list, tuple)) and v and all(_is_int(x) for x in v)]
+                        if n not in blamed and isinstance(v, (list, tuple)) and v and int_list(v)]
         # items iterated: the blamed list, or else a list the file iterates (``for stage in channels``)
         if re.search(r"'(int|float)' object is not (iterable|subscriptable)", msg) and not any(
-                _is_int(kwargs.get(n)) or isinstance(kwargs.get(n), float) for n in blamed):  # else that one is
+                is_int(kwargs.get(n)) or isinstance(kwargs.get(n), float) for n in blamed):  # else that one is
             flat = {n: v for n, v in kwargs.items()
-                    if isinstance(v, (list, tuple)) and v and all(_is_int(x) for x in v)}
+                    if isinstance(v, (list, tuple)) and v and int_list(v)}
             names = [n for n in blamed if n in flat] or [
                 n for n in flat if re.search(rf"\bin\s+(?:enumerate\(|zip\()?(?:self\.)?{n}\b", self._source())]
             for n in names:
@@ -400,7 +402,7 @@ class ConstructorSearch:
                             continue
                         v = v.get(key)
                     if isinstance(v, (list, tuple)) and 0 < len(v) < size:
-                        for longer in ([v[0]] * size, [v[0] * 2 ** j for j in range(size)] if _is_int(v[0]) else None):
+                        for longer in ([v[0]] * size, [v[0] * 2 ** j for j in range(size)] if is_int(v[0]) else None):
                             if longer is not None:
                                 out.append({**kwargs, n: longer if key is None else {**kwargs[n], key: longer}})
         # a configuration attribute left None that the line computes with (``head_dim ** -0.5``)
@@ -427,7 +429,7 @@ class ConstructorSearch:
         if re.search(r"unsupported operand type\(s\) for .*'(list|tuple)'", msg):
             for n, v in kwargs.items():
                 if isinstance(v, NamespaceArg):
-                    lists = {a: x[0] for a, x in v.values if isinstance(x, (list, tuple)) and x and _is_int(x[0])}
+                    lists = {a: x[0] for a, x in v.values if isinstance(x, (list, tuple)) and x and is_int(x[0])}
                     if lists:
                         out.append({**kwargs, n: NamespaceArg(values=tuple({**v.as_dict(), **lists}.items()))})
         # a count guessed as a layer
@@ -521,10 +523,6 @@ PASSTHROUGH = Expr("(lambda *args, **kwargs: next(a for a in (*args, *kwargs.val
                    "if isinstance(a, torch.Tensor)))")
 
 
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
 def _string_keys(text: str, name: str) -> list[str]:
     """The string keys source ``text`` indexes ``name`` with (``name['thr']``, ``name["k"]``), in order."""
     keys = re.findall(rf"\b{re.escape(name)}\s*\[\s*['\"](\w+)['\"]\s*\]", text)
@@ -537,9 +535,9 @@ def _derived_config_value(attr: str, config: Any) -> Any:
     query heads; None for other attributes."""
     heads = getattr(config, "num_attention_heads", None)
     width = getattr(config, "hidden_size", None)
-    if not _is_int(heads) or heads <= 0:
+    if not is_int(heads) or heads <= 0:
         return None
-    if attr == "head_dim" and _is_int(width):
+    if attr == "head_dim" and is_int(width):
         return width // heads
     if re.fullmatch(r"num_(key_value|kv)_heads", attr):
         return heads
@@ -576,7 +574,7 @@ def _assert_repairs(kwargs: dict[str, Any], line: str, params: list[str]) -> lis
         if isinstance(test, ast.Compare) and len(test.ops) == 1:
             left, op, right = test.left, test.ops[0], test.comparators[0]
             n = param(left)
-            if n and isinstance(op, ast.Eq) and param(right) and _is_int(kwargs.get(n)):  # ``in_dim == out_dim``
+            if n and isinstance(op, ast.Eq) and param(right) and is_int(kwargs.get(n)):  # ``in_dim == out_dim``
                 out.append({**kwargs, param(right): kwargs[n]})
             elif n and isinstance(op, ast.In) and isinstance(right, (ast.List, ast.Tuple, ast.Set)):
                 out += [{**kwargs, n: e.value} for e in right.elts[:3] if isinstance(e, ast.Constant)]
@@ -584,9 +582,9 @@ def _assert_repairs(kwargs: dict[str, Any], line: str, params: list[str]) -> lis
                 out.append({**kwargs, n: C})
             elif (isinstance(left, ast.Call) and isinstance(left.func, ast.Name) and left.func.id == "len"
                   and left.args and param(left.args[0]) and isinstance(op, ast.Eq)
-                  and isinstance(right, ast.Constant) and _is_int(right.value) and 0 < right.value <= 8):
+                  and isinstance(right, ast.Constant) and is_int(right.value) and 0 < right.value <= 8):
                 n, v = param(left.args[0]), kwargs.get(param(left.args[0]))
-                item = v[0] if isinstance(v, (list, tuple)) and v else v if _is_int(v) else C
+                item = v[0] if isinstance(v, (list, tuple)) and v else v if is_int(v) else C
                 if re.search(r"mult|ratio|scale|factor|rate", n):  # per-stage multipliers: 1x, not 64x
                     item = 1
                 out.append({**kwargs, n: [item] * right.value})
@@ -594,7 +592,7 @@ def _assert_repairs(kwargs: dict[str, Any], line: str, params: list[str]) -> lis
             n = param(test.args[0])
             v = kwargs.get(n)
             if test.func.id == "isinstance" and re.search(r"\b(list|tuple|Sequence)\b", ast.unparse(test)):
-                if _is_int(v):
+                if is_int(v):
                     out += [{**kwargs, n: [v] * 4}, {**kwargs, n: (v, v)}]
             elif test.func.id == "isinstance" and re.search(r"\bModule\b", ast.unparse(test)):
                 if isinstance(v, Expr) and re.fullmatch(r"[\w.]+", v.code):  # a layer class: an instance of it
@@ -1119,7 +1117,7 @@ def _graph_specs(params: list[tuple[str, inspect.Parameter]], width: int, module
     if not any(_EDGE_INDEX.fullmatch(n.lower()) for n, _ in params):
         return None
     edge_dim = getattr(module, "edge_dim", None)
-    edge_dim = edge_dim if isinstance(edge_dim, int) and not isinstance(edge_dim, bool) and edge_dim > 0 else width
+    edge_dim = edge_dim if is_int(edge_dim) and edge_dim > 0 else width
     relations = getattr(module, "num_relations", None)
     specs = []
     for n, p in params:
@@ -1277,7 +1275,16 @@ def _node_bounds(node: ast.AST) -> Iterator[tuple[str, Bounds]]:
             yield target, b
 
 
-def _rank_evidence(fn: Any, names: list[str], owner: Any = None, depth: int = 2) -> dict[str, Bounds]:
+def _function_tree(fn: Any) -> ast.AST | None:
+    """The syntax tree of ``fn``'s source (dedented), or None where it has none that parses."""
+    try:
+        return ast.parse(textwrap.dedent(inspect.getsource(fn)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return None
+
+
+def _rank_evidence(fn: Any, names: list[str], owner: Any = None, depth: int = 2,
+                   tree: ast.AST | None = None) -> dict[str, Bounds]:
     """Rank bounds of ``fn``'s parameters ``names`` read from its source: ``b, c, h, w =
     x.shape`` (exactly 4), ``x.permute(0, 2, 1)`` (3), ``rearrange(x, 'b c h w -> ...')`` (4),
     ``x.shape[3]`` / ``x[:, :, 0]`` / ``x.transpose(1, 2)`` / ``dim=2`` (at least 4, 3, 3, 3).
@@ -1285,9 +1292,8 @@ def _rank_evidence(fn: Any, names: list[str], owner: Any = None, depth: int = 2)
     a parameter whose evidence contradicts itself gets none. With ``owner`` (the module ``fn``
     is bound to), a parameter passed on to ``self.helper(x)`` or a mined submodule
     ``self.embed(x)`` also takes the evidence of that callee's source, ``depth`` calls deep."""
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
-    except (OSError, TypeError, SyntaxError, IndentationError):
+    tree = tree or _function_tree(fn)
+    if tree is None:
         return {}
     calls = _callee_evidence(tree, names, owner, depth) if owner is not None and depth > 0 else []
     return _tree_evidence(tree, names, calls)
@@ -1376,13 +1382,11 @@ _SIZE_ROLES = ((re.compile(r"b|bs|bsz|batch|batch_?size|n_?batch"), B),
 _SIZE_ARG = re.compile(r"(\w+_)?(size|sizes|shape|hw|res|resolution|dims?)")
 
 
-def _size_tuples(fn: Any, names: list[str]) -> dict[str, tuple[int, ...]]:
-    """Parameters ``fn`` unpacks as they are into names of sizes (``h, w = size``,
-    ``batch_size, _, height, width = shape``): a tuple of ints each, sized by the names'
-    roles (batch, channels, frames, spatial)."""
-    try:
-        tree = ast.parse(textwrap.dedent(inspect.getsource(fn)))
-    except (OSError, TypeError, SyntaxError, IndentationError):
+def _size_tuples(tree: ast.AST | None, names: list[str]) -> dict[str, tuple[int, ...]]:
+    """Parameters a function (its syntax ``tree``) unpacks as they are into names of sizes
+    (``h, w = size``, ``batch_size, _, height, width = shape``): a tuple of ints each, sized by
+    the names' roles (batch, channels, frames, spatial)."""
+    if tree is None:
         return {}
     out: dict[str, tuple[int, ...]] = {}
     for node in ast.walk(tree):
@@ -1507,11 +1511,7 @@ def _repair_specs(specs: list[dict], msg: str, module: nn.Module) -> list[list[d
     def with_rank(nd: int) -> None:
         if not tensors:
             return
-        first = specs[tensors[0]]
-        ch = first["shape"][1] if len(first.get("shape", [])) > 1 else C
-        if len(first.get("shape", [])) == 3:  # [B, SEQ, features]: keep the features
-            ch = first["shape"][-1]
-        shape = _rank_shape(nd, ch)
+        shape = _rank_shape(nd, _spec_rank_ch(specs[tensors[0]].get("shape", [])))
         if shape:
             out.append([{**s, "shape": shape} if s["kind"] == "tensor" else s for s in specs])
 
@@ -1673,7 +1673,8 @@ def find_inputs(module: nn.Module, kwargs: dict[str, Any], budget_s: float,
     spatial = any(_spatial_value(n) for n, _ in params[1:])
     router = _router_choice(params, module)
     queue: list[list[dict]] = []
-    sized = _size_tuples(type(module).forward, [n for n, p in params if p.kind != p.VAR_POSITIONAL])
+    forward_tree = _function_tree(type(module).forward)  # read for sizes here, for ranks below
+    sized = _size_tuples(forward_tree, [n for n, p in params if p.kind != p.VAR_POSITIONAL])
     declared = _declared_specs(module, params)
     if declared:
         queue.append(declared)
@@ -1701,7 +1702,7 @@ def find_inputs(module: nn.Module, kwargs: dict[str, Any], budget_s: float,
         if g < 2 and len(params) > 1:
             queue.append(_without_extras(specs))
     names = [n for n, _ in params]
-    evidence = _rank_evidence(type(module).forward, names, module)
+    evidence = _rank_evidence(type(module).forward, names, module, tree=forward_tree)
     if evidence:  # each guess reshaped to the ranks the forward's code gives its inputs, tried first
         queue = [q for specs in queue for q in (_fit_ranks(specs, _spec_names(specs, params), evidence), specs)]
     tried: set[str] = set()
