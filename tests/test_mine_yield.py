@@ -8,6 +8,7 @@ import ast
 import importlib.util
 import itertools
 import json
+import re
 import subprocess
 import sys
 import textwrap
@@ -20,7 +21,7 @@ from curate.mine import default_cache, shims
 from curate.mine.closure import ClosureError, Resolver, rename_globals
 from curate.mine.deps import dependency_roots
 from curate.mine.sources import resolve
-from curate.mine.synthesize import synthesize
+from curate.mine.synthesize import SynthesisError, synthesize
 from curate.problem import exec_source, load_problem
 
 CACHE = default_cache()
@@ -1351,4 +1352,63 @@ def test_inputs_take_each_arguments_rank_and_size_tuples_from_the_forward_source
     # forward(size): ``h, w = size`` - a (height, width) pair of ints
     prob = mine(pypi("segment-anything", "1.0"), "segment_anything.modeling.prompt_encoder", "PositionEmbeddingRandom")
     assert [s["kind"] for s in prob["input_spec"]] == ["value"] and prob["input_spec"][0]["value"] == (16, 16)
+    run_alone(prob["code"])
+
+
+def test_a_lazy_package_init_resolves_through_its_type_checking_imports():
+    """modelscope's ``fileio/__init__`` replaces itself with a lazy module and names its exports
+    only under ``if TYPE_CHECKING:``; ``from modelscope.fileio import LocalStorage`` (read by
+    ``modelscope.utils.checkpoint`` at import) finds the class in ``fileio/file.py``."""
+    resolver = pypi("modelscope", "1.40.2")
+    assert resolver.locate("modelscope.utils.checkpoint", "LocalStorage") == ("modelscope.fileio.file", "LocalStorage")
+
+
+def test_torch_cpp_extension_imports_in_a_problem():
+    """peft's BOFT layers import ``torch.utils.cpp_extension`` (which needs setuptools and
+    packaging, as any machine building CUDA candidates has): the problem loads and runs."""
+    prob = mine(pypi("peft", "0.21.2"), "peft.tuners.boft.layer", "Linear")
+    assert "cpp_extension" in prob["code"]
+
+
+def test_block_classes_passed_by_the_module_s_factories_are_copied_and_used():
+    """pretrainedmodels' SENet takes ``block``; only its factories (``senet154()`` ->
+    ``SENet(SEBottleneck, ...)``) name the block classes. They are copied beside it and the
+    block guess takes one. timm's ResNet gets its blocks from ``dict(block=BasicBlock, ...)``
+    and, when forward reads ``self.layer4``, four entries in its per-stage list."""
+    prob = mine(pypi("pretrainedmodels", "0.7.4"), "pretrainedmodels.models.senet", "SENet")
+    assert re.search(r"block=SE\w*Bottleneck", prob["code"])
+    prob = mine(pypi("timm", "1.0.31", [{"name": "torchvision", "version": "0.29.1"}]), "timm.models.resnet", "ResNet")
+    assert prob["init_args"][0] == [2, 2, 2, 2]
+    run_alone(prob["code"])
+
+
+def test_a_constructor_argument_read_as_a_tensor_becomes_one():
+    """modelscope's GlobalCMVN asserts ``mean.shape == istd.shape``: the numbers guessed for
+    ``mean`` and ``istd`` become tensors."""
+    prob = mine(pypi("modelscope", "1.40.2"), "modelscope.models.audio.kws.nearfield.cmvn", "GlobalCMVN")
+    assert "mean=torch.randn(" in prob["code"] and "istd=torch.randn(" in prob["code"]
+    run_alone(prob["code"])
+
+
+def test_torch_s_not_implemented_input_errors_are_repaired_not_taken_for_abstract():
+    """torch raises NotImplementedError for an input its op does not take (reflect padding of
+    size 2 on a 4-D input, bilinear upsampling of a 3-D one): the input's rank is repaired;
+    a ``forward`` left to subclasses is still rejected as abstract. speechbrain's
+    DepthwiseSeparableConv1d and pytorch-toolbelt's FPNFuse were rejected as abstract before."""
+    prob = mine(pypi("speechbrain", "1.1.2"), "speechbrain.nnet.CNN", "DepthwiseSeparableConv1d")
+    assert len(prob["input_spec"][0]["shape"]) == 3
+    prob = mine(pypi("pytorch-toolbelt", "0.8.0"), "pytorch_toolbelt.modules.fpn", "FPNFuse")
+    assert len(prob["input_spec"][0]["shape"]) >= 4  # iterated: each item an image batch
+    with pytest.raises(SynthesisError, match="abstract"):  # "Must be implemented by subclasses"
+        mine(pypi("torchani", "2.9.0"), "torchani.neighbors", "Neighborlist")
+
+
+def test_a_registry_reading_each_class_s_file_builds_in_a_problem():
+    """funasr's ``@tables.register(...)`` records each class's file and line with
+    ``inspect.getfile``, which an exec'd problem's classes do not have: the copied registry
+    records a placeholder, and the encoder is built."""
+    resolver = pypi("funasr", "1.4.16")
+    closure = resolver.closure("funasr.models.sond.encoder.ecapa_tdnn_encoder", "Res2NetBlock")
+    assert "inspect.getfile(target_class)" not in closure.source
+    prob = mine(resolver, "funasr.models.sond.encoder.ecapa_tdnn_encoder", "Res2NetBlock")
     run_alone(prob["code"])

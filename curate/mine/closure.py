@@ -29,6 +29,7 @@ import builtins
 import importlib
 import re
 import symtable
+import textwrap
 import sys
 from collections import deque
 from dataclasses import dataclass, field, fields
@@ -264,6 +265,8 @@ class Resolver:
             return ent
         if self.module_path(sub) is not None:
             return ("<module>", sub)
+        if pkg is not None and b.attr in pkg.lazy_imports and depth < 30:  # a lazy __init__: its type-checking imports
+            return self._locate_import(pkg, pkg.lazy_imports[b.attr], depth + 1)
         # a stand-in covering part of a package, or a module without the name (a lazy
         # ``__init__`` such as transformers', a name a later release removed): a placeholder
         # that raises ImportError when used
@@ -292,7 +295,7 @@ class Resolver:
             base = head.group(1) + "Model"  # a generic head: AutoModel builds its family's base model
             self._try_copy(module, base, st, class_name)
             configs += [c for c in self._init_configs(module, base) if c not in configs]
-        for name in configs:
+        for name in configs + self._passed_classes(module, class_name):
             self._try_copy(module, name, st, class_name)  # may run without it (a config built elsewhere)
         self._auto_submodels(st, class_name)
         return self._emit(st, class_name)
@@ -388,6 +391,49 @@ class Resolver:
         idx = self.load(ent[0])
         info = idx.classes.get(ent[1]) if idx is not None else None
         return info is not None and "requires_backends(" in idx.stmts[info.stmt].code
+
+    def _passed_classes(self, module: str, class_name: str) -> list[str]:
+        """Classes of the module that its own code passes to ``class_name`` (the factories
+        ``senet154()`` -> ``SENet(SEBottleneck, [3, 8, 36, 3], ...)``, ``resnet18()`` ->
+        ``ResNet(BasicBlock, ...)``): the building blocks a ``block`` parameter takes, which the
+        class itself never names. At most four, in source order."""
+        idx = self.load(module)
+        out: list[str] = []
+        params = self._init_params(module, class_name)
+        for stmt in idx.stmts:
+            if class_name in stmt.defines or not (f"{class_name}(" in stmt.code or any(
+                    f"{p}=" in stmt.code for p in params)):
+                continue
+            try:
+                tree = ast.parse(textwrap.dedent(stmt.code))
+            except SyntaxError:
+                continue
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.Call):
+                    continue
+                if isinstance(node.func, ast.Name) and node.func.id == class_name:
+                    passed = node.args + [k.value for k in node.keywords]
+                else:  # timm's ``model_args = dict(block=BasicBlock, layers=(2, 2, 2, 2))``
+                    passed = [k.value for k in node.keywords if k.arg in params]
+                for arg in passed:
+                    if isinstance(arg, ast.Name) and arg.id in idx.classes and arg.id not in out + [class_name]:
+                        out.append(arg.id)
+        return out[:4]
+
+    def _init_params(self, module: str, class_name: str) -> set[str]:
+        """Names of the parameters of ``class_name.__init__`` in ``module`` that take a class
+        (named like :data:`guess._BLOCK_RE`'s blocks, cells, layers)."""
+        idx = self.load(module)
+        try:
+            tree = ast.parse(idx.stmts[idx.classes[class_name].stmt].code)
+        except (SyntaxError, KeyError, IndexError):
+            return set()
+        init = next((b for b in tree.body[0].body if isinstance(b, ast.FunctionDef) and b.name == "__init__"), None) \
+            if tree.body and isinstance(tree.body[0], ast.ClassDef) else None
+        if init is None:
+            return set()
+        return {a.arg for a in init.args.args[1:] + init.args.kwonlyargs
+                if re.search(r"(^|_)(block|block_fn|block_type|block_cls|layer_cls|cell|stem|unit)$", a.arg)}
 
     def _init_configs(self, module: str, class_name: str) -> list[str]:
         """Configuration classes the class's ``__init__`` takes, which annotations alone do not
@@ -772,6 +818,10 @@ class Resolver:
                     # globals, also where a harness execs the problem into a bare dict
                     # (torch_geometric's Inspector evaluates a layer's type hints there)
                     code = _MODULE_DICT.sub("globals()", code)
+                if "inspect.getfile(" in code or "inspect.getsourcelines(" in code:
+                    # a class of the problem has no file: it is exec'd, not imported (funasr's
+                    # registry records each registered class's file and line)
+                    code = _CLASS_FILE.sub(lambda m: _CLASS_FILE_SAFE[m.group(1)], code)
                 local = {k: v for k, v in renames.items() if k in code}
                 if local:  # whole words only: "Attention" inside "AttentionProcessor" is not a read
                     words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", code))
@@ -955,6 +1005,11 @@ def _global_reads(code: str) -> tuple[frozenset[str], bool]:
 
 
 _MODULE_DICT = re.compile(r"\bsys\.modules\[[^\[\]]+\]\.__dict__")
+_CLASS_FILE = re.compile(r"(?<![\w.])inspect\.(getfile|getsourcelines)\(")
+_CLASS_FILE_SAFE = {
+    "getfile": '(lambda o, _i=inspect: "<problem>" if isinstance(o, type) else _i.getfile(o))(',
+    "getsourcelines": "(lambda o, _i=inspect: ([], 0) if isinstance(o, type) else _i.getsourcelines(o))(",
+}
 # a message-passing layer (torch_geometric and the libraries built on it): its base class
 # evaluates the type hints of forward, message and the like when the layer is built
 _MESSAGE_PASSING = re.compile(r"self\.propagate\(|\bdef message\(")

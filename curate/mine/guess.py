@@ -157,11 +157,12 @@ def _annotation_text(param: inspect.Parameter) -> str:
 
 
 def _block_classes(ns: dict[str, Any], owner: type) -> list[Expr]:
-    """Module classes of the file that look like building blocks (``BasicBlock``, ...)."""
+    """Module classes of the file that look like building blocks: named so (``BasicBlock``,
+    ``SEBottleneck``) or with the ``expansion`` ResNet-style blocks declare (``BasicBlockV1b``)."""
     out = []
     for name, obj in ns.items():
         if (isinstance(obj, type) and issubclass(obj, nn.Module) and obj is not owner
-                and re.search(r"(Block|Bottleneck|Layer|Cell|Unit)$", name)
+                and (re.search(r"(Block|Bottleneck|Layer|Cell|Unit)$", name) or "expansion" in vars(obj))
                 and not inspect.isabstract(obj)):
             out.append(Expr(name))
     return out[:4]

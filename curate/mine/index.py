@@ -64,6 +64,9 @@ class FileIndex:
     star_imports: list[Binding] = field(default_factory=list)
     classes: dict[str, ClassInfo] = field(default_factory=dict)
     future: list[str] = field(default_factory=list)
+    # names a package's ``if TYPE_CHECKING:`` block imports: the only readable bindings of a
+    # lazy ``__init__`` (modelscope's, diffusers': ``sys.modules[__name__] = LazyImportModule``)
+    lazy_imports: dict[str, Binding] = field(default_factory=dict)
 
     def resolve_module(self, b: Binding) -> str:
         """Absolute module name of a (possibly relative) binding."""
@@ -364,6 +367,10 @@ def index_source_ast(text: str, module: str, is_package: bool = False) -> FileIn
         elif isinstance(node, _FUNCS):
             idx.stmts.append(Stmt(code, [node.name], *_ast_uses([node]), "def"))
         elif isinstance(node, ast.If) and (_ast_dotted(node.test) or "").endswith("TYPE_CHECKING"):
+            if is_package:
+                for s in node.body:
+                    if isinstance(s, (ast.Import, ast.ImportFrom)):
+                        idx.lazy_imports.update(_ast_bindings(s)[0])
             continue
         elif isinstance(node, (ast.If, ast.Try)):
             dotted: set[str] = set()

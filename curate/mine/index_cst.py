@@ -182,6 +182,12 @@ def index_source_cst(text: str, module: str, is_package: bool = False) -> FileIn
         elif isinstance(node, cst.FunctionDef):
             idx.stmts.append(Stmt(code, [node.name.value], *_uses(node), "def"))
         elif isinstance(node, cst.If) and _is_type_checking(node):
+            if is_package and isinstance(node.body, cst.IndentedBlock):
+                for line in node.body.body:
+                    if isinstance(line, cst.SimpleStatementLine):
+                        for s in line.body:
+                            if isinstance(s, (cst.Import, cst.ImportFrom)):
+                                idx.lazy_imports.update(_import_bindings(s)[0])
             continue
         elif isinstance(node, (cst.If, cst.Try)):
             defines = _block_defines(node)

@@ -432,6 +432,20 @@ class ConstructorSearch:
                     lists = {a: x[0] for a, x in v.values if isinstance(x, (list, tuple)) and x and is_int(x[0])}
                     if lists:
                         out.append({**kwargs, n: NamespaceArg(values=tuple({**v.as_dict(), **lists}.items()))})
+        # an index left None (transformers' ``config.layer_types[layer_idx]``, ``layer_idx=None``)
+        if re.search(r"indices must be integers or slices, not NoneType", msg):
+            for n in dict.fromkeys(re.findall(r"\[\s*(?:self\.)?(\w+)\s*\]", line)):
+                if n in params and kwargs.get(n) is None:
+                    out.append({**kwargs, n: 0})
+        # a tensor argument read as one (``mean.shape``, ``pos_enc.float()``, ``adjacency.shape``)
+        m = re.search(r"'(?:int|float|bool|NoneType)' object has no attribute '(to|shape|size|reshape|view|float|dim|"
+                      r"ndim|device|dtype|numel|clone|detach|unsqueeze|type|double|long|new_zeros|new_ones)'", msg)
+        if m:
+            for n in dict.fromkeys(re.findall(rf"(?<![\w.])(?:self\.)?(\w+)\s*\.\s*{m.group(1)}\b", line)):
+                if n in params and not isinstance(kwargs.get(n), (Expr, ConfigArg)):
+                    tensors = ["torch.arange(4)"] if re.search(r"ind(ex|ices)|idx|ids$", n) else [
+                        f"torch.randn({C})", f"torch.randn({C}, {C})", f"torch.randn(1, {C}, {C})"]
+                    out += [{**kwargs, n: Expr(t)} for t in tensors]
         # a count guessed as a layer
         m = re.search(r"'(\w+)' object cannot be interpreted as an integer|object of type '(\w+)' has no len|"
                       r"'(\w+)' object is not (?:iterable|subscriptable)", msg)
@@ -489,6 +503,15 @@ class ConstructorSearch:
         if m and (any(isinstance(v, ConfigArg) and v.is_type(m.group(1)) for v in kwargs.values())
                   or self._config_params(kwargs, m.group(1), line)):
             new += self._repairs(kwargs, msg, line)[:4]
+        stage = re.fullmatch(r"[a-z_]+?(\d)", m.group(2)) if m and m.group(1) == self.cls.__name__ else None
+        if stage:  # forward reads ``self.layer4``: one entry per stage in the per-stage lists
+            n = max(int(stage.group(1)), 2)
+            # counts of blocks per stage stay small (ResNet's ``layers``); widths repeat
+            longer = {k: type(v)([2] * n if re.search(r"depth|layers$|blocks$", k) else
+                                 list(v) + [v[-1]] * (n - len(v))) for k, v in kwargs.items()
+                      if isinstance(v, (list, tuple)) and 0 < len(v) < n and all(is_int(x) for x in v)}
+            if longer:
+                new.append({**kwargs, **longer})
         for n in self._blamed(kwargs, msg, line):
             p = dict(self.params)[n]
             new += _called_layers(kwargs, n, msg, line)
@@ -1494,6 +1517,12 @@ def _element_count_repairs(specs: list[dict], target: list[int], size: int) -> l
     return out[:3]
 
 
+#: NotImplementedError messages of torch's own ops about their input (a rank, a dtype), not a
+#: method left to subclasses: the inputs are repaired as for any other error
+_INPUT_NOT_IMPLEMENTED = re.compile(r"needs \dD input|is not supported for \dD input|input Tensors supported|"
+                                    r"not implemented for '|Could not run '")
+
+
 def _repair_specs(specs: list[dict], msg: str, module: nn.Module) -> list[list[dict]]:
     """New input specs suggested by an error message (paritybench-style repairs)."""
     out: list[list[dict]] = []
@@ -1574,6 +1603,11 @@ def _repair_specs(specs: list[dict], msg: str, module: nn.Module) -> list[list[d
         for i in tensors:
             if k < 16 and d < len(specs[i]["shape"]) and specs[i]["shape"][d] == size:
                 with_dim(i, d, k + 1)
+    # torch's NotImplementedError for a rank its op does not take (see _INPUT_NOT_IMPLEMENTED)
+    m = re.search(r"needs (\d)D input|Padding size (\d+) is not supported for \dD input|"
+                  r"Only (\d)D(?:, \dD)* and \dD input Tensors supported", msg)
+    if m:
+        with_rank(int(m.group(1) or m.group(3)) if not m.group(2) else int(m.group(2)) // 2 + 2)
     m = re.search(r"Expected (\d)D.* input|expected (\d)D input|Expected (\d)-dimensional|"
                   r"Expected \d+D \(unbatched\) or (\d)D \(batched\)|expected (\d)D or \dD input|"
                   r"got (\d)D input|Expected input batch_size|expected (\d)D tensor", msg)
@@ -1726,7 +1760,13 @@ def find_inputs(module: nn.Module, kwargs: dict[str, Any], budget_s: float,
                 continue
             return specs, out
         except NotImplementedError as exc:
-            raise SynthesisError("abstract", f"forward raises NotImplementedError: {exc}")
+            if not _INPUT_NOT_IMPLEMENTED.search(str(exc)):
+                raise SynthesisError("abstract", f"forward raises NotImplementedError: {exc}")
+            last = f"{type(exc).__name__}: {exc}"  # an input torch's op does not take: repaired below
+            last_line = blame(exc)
+            if not first:
+                first, first_line = last, last_line
+            queue[:0] = _repair_specs(specs, last, module)
         except (Exception, SystemExit) as exc:  # mined code may call sys.exit
             last = f"{type(exc).__name__}: {exc}"
             last_line = blame(exc)
@@ -1896,7 +1936,10 @@ def _literal_ok(value: Any) -> bool:
 #: standard library, torch, numpy and typing_extensions (the closure's contract,
 #: :data:`curate.mine.closure.RUNTIME_MODULES`), and what torch itself requires (sympy,
 #: networkx, jinja2, ...: present wherever torch is).
-_RUNTIME = frozenset(sys.stdlib_module_names) | {"torch", "typing_extensions", "numpy", "curate"}
+# setuptools and packaging: torch.utils.cpp_extension (which builds CUDA candidates, so every
+# evaluation machine has it) imports them; blocked, a problem that imports it fails to load
+_RUNTIME = frozenset(sys.stdlib_module_names) | {"torch", "typing_extensions", "numpy", "curate",
+                                                 "setuptools", "packaging"}
 
 
 @functools.lru_cache(maxsize=1)
