@@ -766,6 +766,11 @@ class Resolver:
             got = self.locate(_SHIM + target if self._shim_has(target, attr) else target, attr)
             if got is None and self.module_path(sub) is not None:
                 got = ("<module>", sub)
+            if got is None and self._stand_in_only(target):
+                # a package only partly stood in for (``import scipy`` with stand-ins for
+                # scipy.signal alone): the rest of it stays a placeholder raising ImportError
+                # when used, as the whole package was before it had a stand-in
+                got = ("<missing>", sub)
             if got is None:
                 st.unresolved.add(f"{target}.{attr}")
                 return None

@@ -71,6 +71,15 @@ STAND_INS: dict[str, str] = {
     "diffusers.loaders.peft": "diffusers_loaders.py",
     "diffusers.loaders.single_file_model": "diffusers_loaders.py",
     "diffusers.models.cache_utils": "diffusers_loaders.py",
+    "scipy": "scipy.py",
+    "scipy.signal": "scipy_signal.py",
+    "scipy.signal.windows": "scipy_signal.py",
+    "scipy.stats": "scipy_stats.py",
+    "scipy.fftpack": "scipy_fftpack.py",
+    "scipy.special": "scipy_special.py",
+    "librosa": "librosa.py",
+    "librosa.filters": "librosa_filters.py",
+    "librosa.util": "librosa_util.py",
     "curate.unavailable": "unavailable.py",
 }
 
