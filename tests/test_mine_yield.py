@@ -1412,3 +1412,20 @@ def test_a_registry_reading_each_class_s_file_builds_in_a_problem():
     assert "inspect.getfile(target_class)" not in closure.source
     prob = mine(resolver, "funasr.models.sond.encoder.ecapa_tdnn_encoder", "Res2NetBlock")
     run_alone(prob["code"])
+
+
+def test_a_layer_called_as_no_layer_is_called_becomes_a_passthrough():
+    """monai's MaskedLoss calls the loss it wraps as ``self.loss(input, target)``: the Linear
+    first guessed for ``loss`` rejects two inputs, so a callable returning its first tensor
+    stands in for it."""
+    prob = mine(pypi("monai", "1.6.1"), "monai.losses.spatial_mask", "MaskedLoss")
+    assert "lambda *args, **kwargs" in prob["code"]
+    run_alone(prob["code"])
+
+
+def test_plain_values_where_the_constructor_needs_layers_become_layers():
+    """monai's DenseBlock adds each of ``layers`` as a sub-module: the numbers first guessed
+    for it become a list of layers."""
+    prob = mine(pypi("monai", "1.6.1"), "monai.networks.blocks.denseblock", "DenseBlock")
+    assert "layers=[torch.nn.Linear(" in prob["code"]
+    run_alone(prob["code"])

@@ -432,6 +432,23 @@ class ConstructorSearch:
                     lists = {a: x[0] for a, x in v.values if isinstance(x, (list, tuple)) and x and is_int(x[0])}
                     if lists:
                         out.append({**kwargs, n: NamespaceArg(values=tuple({**v.as_dict(), **lists}.items()))})
+        # a layer class where an instance is needed (``nn.ModuleList([..., activation])``), or
+        # where a name is (``ACT2FN[hidden_act]``: ``KeyError: <class '...GELU'>``)
+        m = re.search(r"([\w.]+) is not a Module subclass|^KeyError: <class '([\w.]+)'>", msg)
+        if m:
+            cls_name = (m.group(1) or m.group(2)).rsplit(".", 1)[-1]
+            for n, v in kwargs.items():
+                if isinstance(v, Expr) and v.code.rsplit(".", 1)[-1] == cls_name:
+                    out.append({**kwargs, n: Expr(v.code + "()") if m.group(1) else cls_name.lower()})
+                elif isinstance(v, Expr) and v.code.startswith("torch.nn.functional.") and m.group(1):
+                    out.append({**kwargs, n: Expr("torch.nn.GELU()")})  # a function where a layer goes
+        # plain values where layers go (``nn.ModuleList(experts)``, ``copy.deepcopy(module)``)
+        if re.match(r"TypeError: (int|float|bool|str|tuple|list) is not a Module subclass", msg):
+            layer = module_choices("")[0].code
+            for n in blamed:
+                v = kwargs.get(n)
+                if n in kwargs and not isinstance(v, (Expr, ConfigArg)):
+                    out.append({**kwargs, n: Expr(f"[{layer}, {layer}]" if isinstance(v, (list, tuple)) else layer)})
         # an index left None (transformers' ``config.layer_types[layer_idx]``, ``layer_idx=None``)
         if re.search(r"indices must be integers or slices, not NoneType", msg):
             for n in dict.fromkeys(re.findall(r"\[\s*(?:self\.)?(\w+)\s*\]", line)):
@@ -523,13 +540,19 @@ class ConstructorSearch:
         return len(new)
 
 
+_LAYER_CALL_MISMATCH = re.compile(r"\b(Linear|Conv[123]d|Identity)\.forward\(\) (got an unexpected keyword "
+                                  r"argument|takes \d+ positional arguments? but \d+ were given)")
 _NOT_CALLABLE = re.compile(r"'(int|float|str|bool|NoneType|tuple|list)' object is not callable")
 
 
 def _called_layers(kwargs: dict[str, Any], name: str, msg: str, line: str = "") -> list[dict[str, Any]]:
     """Guesses giving parameter ``name`` a layer when the module called the plain value it
     holds (``self.embedding = embedding``, then ``self.embedding(x)``: ``'int' object is not
-    callable``); the layer kind its name says first."""
+    callable``); the layer kind its name says first. A guessed layer called with inputs or
+    keywords no layer takes (a diffusion wrapper's ``self.net(x, sigmas, **kwargs)``, a loss's
+    ``self.loss(input, target)``) becomes :data:`PASSTHROUGH`."""
+    if _LAYER_CALL_MISMATCH.search(msg) and isinstance(kwargs.get(name), Expr) and kwargs[name] != PASSTHROUGH:
+        return [{**kwargs, name: PASSTHROUGH}]
     if not _NOT_CALLABLE.search(msg) or isinstance(kwargs.get(name), (Expr, ConfigArg)):
         return []
     layers = module_choices(name)[:3]
