@@ -29,8 +29,8 @@ import builtins
 import importlib
 import re
 import symtable
-import textwrap
 import sys
+import textwrap
 from collections import deque
 from dataclasses import dataclass, field, fields
 from functools import lru_cache
@@ -265,7 +265,7 @@ class Resolver:
             return ent
         if self.module_path(sub) is not None:
             return ("<module>", sub)
-        if pkg is not None and b.attr in pkg.lazy_imports and depth < 30:  # a lazy __init__: its type-checking imports
+        if pkg is not None and b.attr in pkg.lazy_imports and depth < 30:  # a lazy __init__'s TYPE_CHECKING import
             return self._locate_import(pkg, pkg.lazy_imports[b.attr], depth + 1)
         # a stand-in covering part of a package, or a module without the name (a lazy
         # ``__init__`` such as transformers', a name a later release removed): a placeholder
@@ -421,8 +421,8 @@ class Resolver:
         return out[:4]
 
     def _init_params(self, module: str, class_name: str) -> set[str]:
-        """Names of the parameters of ``class_name.__init__`` in ``module`` that take a class
-        (named like :data:`guess._BLOCK_RE`'s blocks, cells, layers)."""
+        """Names of the parameters of ``class_name.__init__`` in ``module`` named for a class
+        they take (``block``, ``block_fn``, ``layer_cls``, ``cell``, ``stem``, ``unit``)."""
         idx = self.load(module)
         try:
             tree = ast.parse(idx.stmts[idx.classes[class_name].stmt].code)
