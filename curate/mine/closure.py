@@ -423,33 +423,28 @@ class Resolver:
     def _init_params(self, module: str, class_name: str) -> set[str]:
         """Names of the parameters of ``class_name.__init__`` in ``module`` named for a class
         they take (``block``, ``block_fn``, ``layer_cls``, ``cell``, ``stem``, ``unit``)."""
-        idx = self.load(module)
-        try:
-            tree = ast.parse(idx.stmts[idx.classes[class_name].stmt].code)
-        except (SyntaxError, KeyError, IndexError):
-            return set()
-        init = next((b for b in tree.body[0].body if isinstance(b, ast.FunctionDef) and b.name == "__init__"), None) \
-            if tree.body and isinstance(tree.body[0], ast.ClassDef) else None
+        init = self._init_def(module, class_name)
         if init is None:
             return set()
         return {a.arg for a in init.args.args[1:] + init.args.kwonlyargs
                 if re.search(r"(^|_)(block|block_fn|block_type|block_cls|layer_cls|cell|stem|unit)$", a.arg)}
+
+    def _init_def(self, module: str, class_name: str) -> ast.FunctionDef | None:
+        """The parsed ``__init__`` of class ``class_name`` of ``module``, or None (no such
+        class, no ``__init__`` of its own, or source that does not parse)."""
+        idx = self.load(module)
+        try:
+            code = idx.stmts[idx.classes[class_name].stmt].code
+        except (KeyError, IndexError):
+            return None
+        return _parsed_init(code)
 
     def _init_configs(self, module: str, class_name: str) -> list[str]:
         """Configuration classes the class's ``__init__`` takes, which annotations alone do not
         pull in: names in its parameters' annotations, or for an unannotated ``config``-like
         parameter the ``*Config`` name of the file closest to the class's name."""
         idx = self.load(module)
-        try:
-            code = idx.stmts[idx.classes[class_name].stmt].code
-            if "__init__" not in code:  # a fifth of transformers' classes: no tree to build
-                return []
-            tree = ast.parse(code)
-        except (SyntaxError, KeyError, IndexError):
-            return []
-        cls = tree.body[0] if tree.body and isinstance(tree.body[0], ast.ClassDef) else None
-        init = next((b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == "__init__"), None) \
-            if cls else None
+        init = self._init_def(module, class_name)
         if init is None:
             return []
         visible = self._defines(module, idx) | set(idx.imports)
@@ -981,6 +976,20 @@ def _read_auto_mappings(mappings_path: str, modeling_path: str) -> tuple[dict, d
                     continue
     return (tables.get("CONFIG_MAPPING_NAMES", {}), tables.get("MODEL_MAPPING_NAMES", {}),
             tables.get("MODEL_FOR_BACKBONE_MAPPING_NAMES", {}), tables.get("SPECIAL_MODEL_TYPE_TO_MODULE_NAME", {}))
+
+
+@lru_cache(maxsize=16)  # the closure of one class reads its __init__ for configurations and block classes
+def _parsed_init(code: str) -> ast.FunctionDef | None:
+    """The ``__init__`` defined in the class statement ``code``, parsed; None without one."""
+    if "__init__" not in code:  # a fifth of transformers' classes: no tree to build
+        return None
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    cls = tree.body[0] if tree.body and isinstance(tree.body[0], ast.ClassDef) else None
+    return next((b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == "__init__"), None) \
+        if cls else None
 
 
 @lru_cache(maxsize=65536)

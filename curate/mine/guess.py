@@ -378,11 +378,9 @@ def scaled_values(values: dict[str, Any], max_width: int = MAX_WIDTH, config_cls
     attributes of a configuration instance (a backbone's ``_out_indices``, behind a property)."""
     extra = extra or {}
     out: dict[str, Any] = {}
-    width_key = next((k for k in _WIDTH_KEYS if isinstance(values.get(k), int)
-                      and not isinstance(values.get(k), bool)), None)
+    width_key = next((k for k in _WIDTH_KEYS if is_int(values.get(k))), None)
     width = values[width_key] if width_key else None
-    heads = {k: v for k, v in values.items() if isinstance(v, int) and not isinstance(v, bool)
-             and _HEADS_RE.search(k)}
+    heads = {k: v for k, v in values.items() if is_int(v) and _HEADS_RE.search(k)}
     main_heads = next((heads[k] for k in heads if "key_value" not in k and "kv" not in k), None)
     ratio = 1.0  # old width / new width
     new_heads = main_heads
@@ -458,7 +456,7 @@ def scaled_values(values: dict[str, Any], max_width: int = MAX_WIDTH, config_cls
                       and isinstance(sub.get("vocab_size"), int)), None)
     if isinstance(vocab, int):
         for k, v in values.items():
-            if k.endswith("token_id") and isinstance(v, int) and not isinstance(v, bool) and v >= vocab:
+            if k.endswith("token_id") and is_int(v) and v >= vocab:
                 out[k] = vocab - 1
         if "pad_token_id" in values and values["pad_token_id"] is None:
             out["pad_token_id"] = vocab - 1  # classification heads find each row's last non-pad token

@@ -279,14 +279,14 @@ class ConstructorSearch:
                 v = kwargs.get(n)
                 if isinstance(v, ConfigArg):
                     old = dict(v.values).get(attr)
-                    item = old if isinstance(old, int) and not isinstance(old, bool) else C
+                    item = old if is_int(old) else C
                     out += [{**kwargs, n: v.with_value(attr, [item] * 4)}, {**kwargs, n: v.with_value(attr, [1] * 4)}]
         out += [r for n in blamed for r in _called_layers(kwargs, n, msg, line)]
         for n in blamed:
             p = dict(self.params)[n]
             if n not in kwargs:
                 out += [{**kwargs, n: g} for g in guess(n, p, self.cls, self.ns)[:3]]
-            elif wants_list and isinstance(kwargs[n], int) and not isinstance(kwargs[n], bool):
+            elif wants_list and is_int(kwargs[n]):
                 v = kwargs[n]
                 out += [{**kwargs, n: alt} for alt in ([v, v], [v, 2 * v, 4 * v, 8 * v], (v, v), [2, 2, 2, 2])]
             elif wants_list and isinstance(kwargs[n], float):  # one rate per layer (``drop_path[i]``)
@@ -526,7 +526,7 @@ class ConstructorSearch:
             # counts of blocks per stage stay small (ResNet's ``layers``); widths repeat
             longer = {k: type(v)([2] * n if re.search(r"depth|layers$|blocks$", k) else
                                  list(v) + [v[-1]] * (n - len(v))) for k, v in kwargs.items()
-                      if isinstance(v, (list, tuple)) and 0 < len(v) < n and all(is_int(x) for x in v)}
+                      if isinstance(v, (list, tuple)) and 0 < len(v) < n and int_list(v)}
             if longer:
                 new.append({**kwargs, **longer})
         for n in self._blamed(kwargs, msg, line):
@@ -728,7 +728,7 @@ def _first_layer(module: nn.Module) -> nn.Module | None:
 
 def _int_arg(kwargs: dict[str, Any], pattern: str) -> int | None:
     for k, v in kwargs.items():
-        if isinstance(v, int) and not isinstance(v, bool) and re.search(pattern, k.lower()):
+        if is_int(v) and re.search(pattern, k.lower()):
             return v
     return None
 
@@ -802,10 +802,10 @@ def _image_guess(module: nn.Module) -> list[int] | None:
 
 
 def _size2(v: Any) -> tuple[int, int] | None:
-    if isinstance(v, int) and not isinstance(v, bool):
+    if is_int(v):
         v = (v, v)
     if isinstance(v, (tuple, list)) and len(v) == 2 and all(
-            isinstance(d, int) and not isinstance(d, bool) and 8 <= d <= 1024 for d in v):
+            is_int(d) and 8 <= d <= 1024 for d in v):
         return tuple(v)
     return None
 
@@ -1210,7 +1210,7 @@ def _int_const(node: ast.AST) -> int | None:
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
         v = _int_const(node.operand)
         return -v if v is not None else None
-    if isinstance(node, ast.Constant) and isinstance(node.value, int) and not isinstance(node.value, bool):
+    if isinstance(node, ast.Constant) and is_int(node.value):
         return node.value
     return None
 
@@ -1958,9 +1958,8 @@ def _literal_ok(value: Any) -> bool:
 #: What a problem may import besides the packages its own top-level import lines name: the
 #: standard library, torch, numpy and typing_extensions (the closure's contract,
 #: :data:`curate.mine.closure.RUNTIME_MODULES`), and what torch itself requires (sympy,
-#: networkx, jinja2, ...: present wherever torch is).
-# setuptools and packaging: torch.utils.cpp_extension (which builds CUDA candidates, so every
-# evaluation machine has it) imports them; blocked, a problem that imports it fails to load
+#: networkx, jinja2, ...: present wherever torch is). Also setuptools and packaging, which
+#: torch.utils.cpp_extension imports: every machine that builds CUDA candidates has them.
 _RUNTIME = frozenset(sys.stdlib_module_names) | {"torch", "typing_extensions", "numpy", "curate",
                                                  "setuptools", "packaging"}
 
