@@ -61,6 +61,10 @@ def mine(
     timeout_s: float = typer.Option(30.0, help="Seconds allowed to synthesize one module's inputs."),
     mem_mb: int = typer.Option(4096, help="Memory budget per synthesis worker (MiB)."),
     limit: Optional[int] = typer.Option(None, help="Stop after this many candidate modules (for trials)."),
+    sample_per_source: Optional[int] = typer.Option(
+        None, help="Mine a seeded random sample of at most this many classes of each source (every "
+        "source of a large manifest represented, in a fraction of the time)."),
+    sample_seed: int = typer.Option(0, help="Seed of --sample-per-source."),
     executor: str = typer.Option("local", help="Where indexing, closures and synthesis run: 'local' "
                                  "(a process pool on this machine) or 'ray' (a Ray cluster)."),
     ray_address: Optional[str] = typer.Option(None, help="Ray cluster to join ('auto', 'ray://host:10001'); "
@@ -85,7 +89,8 @@ def mine(
         stats = run(manifest=manifest, out=out, workers=workers, timeout_s=timeout_s,
                     mem_mb=mem_mb, limit=limit, executor=executor, ray_address=ray_address,
                     retry=[r.strip() for r in retry.split(",") if r.strip()], export_pending=export_pending,
-                    import_outcomes=[Path(p.strip()) for p in import_outcomes.split(",") if p.strip()])
+                    import_outcomes=[Path(p.strip()) for p in import_outcomes.split(",") if p.strip()],
+                    sample_per_source=sample_per_source, sample_seed=sample_seed)
         if export_pending is not None:
             typer.echo(json.dumps(stats))
         else:
@@ -124,17 +129,30 @@ def dedup(
 def diversify(
     out: Path = OutOpt,
     source: Optional[Path] = FromOpt,
-    variants: int = typer.Option(3, help="Shape variants to add per problem (besides the original)."),
-    mem_budget_mb: int = typer.Option(1024, help="Largest inputs+output size of a variant (MiB)."),
-    workers: Optional[int] = typer.Option(None, help="Validation worker processes."),
-    timeout_s: float = typer.Option(60.0, help="Seconds to validate one problem's variants."),
+    variants: int = typer.Option(3, help="In-band shapes per problem: the primary one and the rest spread "
+                                 "across the band (a held-out odd-size shape for the verifier comes on top)."),
+    band_ms: tuple[float, float] = typer.Option((0.5, 10.0), help="Eager median wanted on the target GPU, "
+                                                "LO HI (ms)."),
+    target_gpu: str = typer.Option("h100", help="GPU the band is for: h100, h200 or a100."),
+    mem_budget_mb: int = typer.Option(4096, help="Most MiB one forward may need (parameters, inputs, "
+                                      "outputs, peak activations)."),
+    device: str = typer.Option("auto", help="'cuda': estimate, then time and correct each shape on the GPU; "
+                               "'cpu': estimates only (rows flagged 'estimated'); 'auto': cuda when present."),
+    workers: Optional[int] = typer.Option(None, help="Planning worker processes (default: all cores)."),
+    timeout_s: float = typer.Option(60.0, help="Seconds to plan (and calibrate) one problem."),
 ) -> None:
-    """Add validated input-shape variants of each problem (batch and main dimensions scaled)."""
+    """Aim each problem's input shapes at a runtime band on a GPU.
+
+    The forward is priced on the meta device (FLOPs and bytes per operator against a
+    roofline of --target-gpu); the batch grows first, then sequence/spatial/feature axes,
+    then constructor widths; on a GPU each shape is timed and corrected until its eager
+    median is in --band-ms. Problems that cannot reach the band are rejected
+    (launch_bound, over_memory) with the best time reached."""
     from curate.diversify import run
 
     with _clear_errors():
-        _echo_stats(run(out=out, source=source, variants=variants, mem_budget_mb=mem_budget_mb,
-                        workers=workers, timeout_s=timeout_s))
+        _echo_stats(run(out=out, source=source, variants=variants, band_ms=band_ms, target_gpu=target_gpu,
+                        mem_budget_mb=mem_budget_mb, device=device, workers=workers, timeout_s=timeout_s))
 
 
 @app.command()
@@ -184,7 +202,7 @@ def measure(
                         max_ms=max_ms, trials=trials, warmup=warmup, timeout_s=timeout_s,
                         workers=workers, budget_s=budget_s, compile_workers=compile_workers,
                         gpu_mem_fraction=gpu_mem_fraction, cuda_graph=cuda_graph, profile=profile,
-                        inductor_cache=str(inductor_cache) if inductor_cache else None))
+                        inductor_cache=str(inductor_cache) if inductor_cache else None, band=band))
 
 
 @app.command()

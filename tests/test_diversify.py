@@ -1,15 +1,18 @@
-"""diversify: candidate shapes, sandboxed validation and the stage's accountability, on
-torch's own nn modules wrapped as KernelBench problems."""
+"""diversify: the cost model, shapes aimed at a runtime band, the held-out shape reaching the
+reward, and the stage's accountability, on torch's own nn modules wrapped as KernelBench
+problems."""
 
 from __future__ import annotations
 
 import json
+import math
 
 import polars as pl
 import pytest
 import torch
 
 from curate.diversify import run
+from curate.diversify.cost import estimate_ms, forward_cost, gpu_profile
 from curate.diversify.shapes import axes, candidates
 from curate.problem import assemble, build_inputs, load_problem, spec_bytes
 from curate.table import read_problems, read_rejected, source_struct, write_stage
@@ -104,75 +107,178 @@ def test_candidates_are_ordered_unique_and_skip_the_original():
     assert all(c.spec[1] == {"kind": "value", "value": 3} and c.spec[0]["shape"][0] == 1 for c in odd)
 
 
-def test_stage_variants_run_and_keep_tied_dims(tmp_path):
-    out = _dedup_dir(tmp_path, list(PROBLEMS))
-    stats = run(out, variants=3, workers=2, timeout_s=60)
+BAND = (0.5, 10.0)
 
+
+def _odd_not_pow2(n: int) -> bool:
+    return n % 2 == 1 and n & (n - 1) != 0
+
+
+def test_forward_cost_on_meta_counts_flops_bytes_and_kernels():
+    with torch.device("meta"):
+        lin = torch.nn.Linear(64, 32)
+    x = torch.randn(128, 64, device="meta")
+    c = forward_cost(lin, [x])
+    assert c.flops == 2 * 128 * 64 * 32 and c.kernels == 1
+    # one addmm reads x, W and b and writes the output
+    assert c.bytes == 4 * (128 * 64 + 64 * 32 + 32 + 128 * 32)
+    assert c.param_bytes == 4 * (64 * 32 + 32) and c.output_bytes == 4 * 128 * 32
+    h100 = gpu_profile("NVIDIA H100 80GB HBM3")
+    assert h100.name == "h100"
+    # a tiny forward is launch-bound: the estimate is the launch floor, not the kernel
+    assert estimate_ms(c, h100) == pytest.approx(h100.launch_us / 1e3)
+    with pytest.raises(ValueError):
+        gpu_profile("tpu-v5")
+
+
+def test_stage_aims_every_shape_at_the_band(tmp_path):
+    out = _dedup_dir(tmp_path, list(PROBLEMS))
+    stats = run(out, variants=3, band_ms=BAND, target_gpu="h100", mem_budget_mb=4096, device="cpu",
+                workers=2, timeout_s=60)
     kept = read_problems(out / "diversify")
     rejected = read_rejected(out / "diversify")
     assert stats["in"] == len(PROBLEMS) == stats["kept"] + stats["rejected"]
     assert stats["rows_out"] == kept.height
-    assert rejected["reject_reason"].to_list() == ["original_fails"]
-    assert rejected["problem_id"].to_list() == ["p_broken"]
-    assert stats["problems_with_fewer"] == 1  # the hard-coded reshape admits no other shape
-
-    for base, group in kept.group_by("base_problem_id"):
-        group = group.sort("variant")
-        specs = [json.loads(s) for s in group["input_spec"]]
-        assert json.loads(group["shape_variants"][0]) == specs
-        assert group["shape_variants"].n_unique() == 1
-        assert group["variant"].to_list() == list(range(group.height))
-        assert group["problem_id"].to_list() == [base[0]] + [f"{base[0]}~v{n}" for n in range(1, group.height)]
-        for row, spec in zip(group.iter_rows(named=True), specs):
-            ns = load_problem(row["code"])
-            got = ns["get_inputs"]()
-            assert [list(x.shape) for x in got] == [s["shape"] for s in spec]
-            torch.manual_seed(0)
-            model = ns["Model"](*ns["get_init_inputs"]())
-            with torch.no_grad():
-                y = model(*build_inputs(spec))
-            y0 = y[0] if isinstance(y, tuple) else y
-            assert row["est_bytes"] == spec_bytes(spec) + sum(
-                t.numel() * t.element_size() for t in (y if isinstance(y, tuple) else (y,))
-                if isinstance(t, torch.Tensor))
-            assert torch.isfinite(y0).all()
+    reasons = dict(zip(rejected["problem_id"], rejected["reject_reason"]))
+    assert reasons == {"p_broken": "original_fails", "p_fixed": "launch_bound"}
+    fixed = rejected.filter(pl.col("problem_id") == "p_fixed")["reject_detail"][0]
+    assert "best estimate" in fixed  # the best time reached is in the detail
 
     by_base = {b[0]: g.sort("variant") for b, g in kept.group_by("base_problem_id")}
-    assert set(by_base) == {"p_conv", "p_linear", "p_gelu", "p_mha", "p_fixed"}
-    assert by_base["p_fixed"].height == 1
-    for name in ("p_conv", "p_linear", "p_gelu", "p_mha"):
-        assert by_base[name].height == 4
-    conv_shapes = [json.loads(s)[0]["shape"] for s in by_base["p_conv"]["input_spec"]]
-    assert all(s[1] == 3 for s in conv_shapes)  # in_channels is tied to the constructor
-    assert {tuple(s[2:]) for s in conv_shapes} > {(32, 32)}  # some spatial variant was kept
-    lin_shapes = [json.loads(s)[0]["shape"] for s in by_base["p_linear"]["input_spec"]]
-    assert all(s[1] == 64 for s in lin_shapes)  # in_features fixed
+    assert set(by_base) == {"p_conv", "p_linear", "p_gelu", "p_mha"}
+    for base, group in by_base.items():
+        assert group.height == 3, base
+        assert group["shape_role"].to_list() == ["primary", "spread", "spread"]
+        assert group["problem_id"].to_list() == [base, f"{base}~v1", f"{base}~v2"]
+        assert (group["shape_source"] == "estimated").all() and (group["target_gpu"] == "h100").all()
+        assert group["est_ms"].is_between(*BAND).all()
+        assert (group["est_peak_mb"] <= 4096).all()
+        variants = json.loads(group["shape_variants"][0])
+        assert group["shape_variants"].n_unique() == 1
+        assert [v["heldout"] for v in variants] == [False, False, False, True]
+        specs = [json.loads(s) for s in group["input_spec"]]
+        assert [v["input_spec"] for v in variants[:3]] == specs
+        held = variants[3]["input_spec"]
+        primary = specs[0]
+        # the held-out shape is the primary with odd, non-power-of-two sizes, and no prompt shows it
+        changed = [(a, b) for h, p in zip(held, primary) for a, b in zip(h["shape"], p["shape"]) if a != b]
+        assert changed and all(_odd_not_pow2(a) for a, _ in changed)
+        for row, spec in zip(group.iter_rows(named=True), specs):
+            assert json.dumps(held) not in row["code"]
+            ns = load_problem(row["code"])
+            with torch.device("meta"):  # band-sized inputs: check shapes, allocate nothing
+                got = ns["get_inputs"]()
+                model = ns["Model"](*ns["get_init_inputs"]())
+                model(*got)
+            assert [list(x.shape) for x in got] == [s["shape"] for s in spec]
+            assert json.loads(row["mined_input_spec"]) == PROBLEMS[base[2:]][2]
+    conv = [json.loads(s)[0]["shape"] for s in by_base["p_conv"]["input_spec"]]
+    assert all(s[1] == 3 for s in conv)  # in_channels is tied to the constructor
+    assert len({tuple(s) for s in conv}) == 3 and len({s[0] for s in conv}) >= 2
+    # shapes differ in aspect, not only in batch
+    assert len(set(by_base["p_conv"]["shape_family"])) >= 2
     mha = [json.loads(s) for s in by_base["p_mha"]["input_spec"]]
     assert all(s[0]["shape"] == s[1]["shape"] == s[2]["shape"] and s[0]["shape"][2] == 64 for s in mha)
-
-    # FLOPs from FlopCounterMode: a linear layer is 2*M*K*N; elementwise GELU counts none
     lin = by_base["p_linear"]
-    for spec, flops in zip(lin["input_spec"], lin["est_flops"]):
-        m = json.loads(spec)[0]["shape"][0]
-        assert flops == 2 * m * 64 * 32
-    assert by_base["p_gelu"]["est_flops"].to_list() == [0, 0, 0, 0]
+    for spec, init, flops in zip(lin["input_spec"], lin["init_args"], lin["est_flops"]):
+        m, k = json.loads(spec)[0]["shape"]
+        assert json.loads(init)[0] == k  # a width shape grows in_features with the input
+        assert flops == 2 * m * k * 32
     assert (out / "diversify" / "_journal.jsonl").exists() is False
 
 
-def test_memory_budget_bounds_variants(tmp_path):
-    # linear on [256, 512]: 512 KiB in + 32 KiB out; doubling the batch exceeds 1 MiB
+def test_memory_budget_bounds_every_shape(tmp_path):
+    # linear 512 -> 32 under 1 MiB cannot reach 0.5 ms on an H100: over_memory, not a silent drop
     src = _module("nn.Linear")
     spec = [_t(256, 512)]
     df = pl.DataFrame([{"problem_id": "big", "name": "t.big", "code": assemble(src, spec, [512, 32]),
                         "init_args": "[512, 32]", "input_spec": json.dumps(spec),
                         "source": source_struct(kind="test", name="t")}])
-    stats = run(tmp_path, source=_write(tmp_path, df), variants=2, mem_budget_mb=1, workers=1)
-    kept = read_problems(tmp_path / "diversify")
-    assert kept.height == 3
-    assert all(b <= 2**20 for b in kept.filter(pl.col("variant") > 0)["est_bytes"])
-    assert stats["candidate_verdicts"].get("over_budget", 0) >= 1
-    shapes = [json.loads(s)[0]["shape"] for s in kept["input_spec"]]
-    assert [512, 512] not in shapes and [128, 512] in shapes
+    stats = run(tmp_path, source=_write(tmp_path, df), variants=2, mem_budget_mb=1, device="cpu", workers=1)
+    assert stats["rejected_by_reason"] == {"over_memory": 1}
+    rej = read_rejected(tmp_path / "diversify")
+    assert "best estimate" in rej["reject_detail"][0]
+    # a looser budget and a band for small kernels: every shape within the budget
+    stats = run(tmp_path / "b", source=tmp_path / "src" / "dedup", variants=3, band_ms=(0.01, 0.05),
+                mem_budget_mb=256, device="cpu", workers=1)
+    kept = read_problems(tmp_path / "b" / "diversify")
+    assert stats["kept"] == 1 and kept.height == 3
+    assert (kept["est_peak_mb"] <= 256).all() and kept["est_ms"].is_between(0.01, 0.05).all()
+
+
+def test_a_candidate_hard_coding_the_primary_shape_scores_zero_correctness(tmp_path):
+    """diversify's held-out shape reaches the reward: a Triton kernel written for the
+    prompted (primary) size only is wrong there; an honest one passes (TRITON_INTERPRET=1)."""
+    from curate.reward import compute_score
+
+    body = ("import torch\nfrom torch import nn\n\n\nclass Model(nn.Module):\n"
+            "    def forward(self, x):\n        return torch.relu(x)\n")
+    spec = [_t(4, 250)]
+    df = pl.DataFrame([{"problem_id": "relu", "name": "t.relu", "code": assemble(body, spec, []),
+                        "init_args": "[]", "input_spec": json.dumps(spec),
+                        "source": source_struct(kind="test", name="t")}])
+    # a band for kernels of a few microseconds keeps the shapes small enough for the interpreter
+    run(tmp_path, source=_write(tmp_path, df), variants=3, band_ms=(0.01, 0.05), device="cpu", workers=1)
+    row = read_problems(tmp_path / "diversify").filter(pl.col("variant") == 0).row(0, named=True)
+    numel = math.prod(json.loads(row["input_spec"])[0]["shape"])
+    hard = CANDIDATE_HARDCODED.replace("SHAPE_PRIMARY", str(tuple(json.loads(row["input_spec"])[0]["shape"])))
+    assert numel > 2**18  # several programs of the kernels below
+    info = {k: row[k] for k in ("input_spec", "init_args", "shape_variants")}
+    prompted_only = compute_score("curate/test", f"```python\n{hard}\n```", row["code"],
+                                  extra_info={**info, "shape_variants": None}, time_it=False, device="cpu")
+    assert prompted_only["correct"], prompted_only["reason"]  # right on the prompted shape ...
+    held = compute_score("curate/test", f"```python\n{hard}\n```", row["code"], extra_info=info,
+                         time_it=False, device="cpu")
+    assert not held["correct"] and "held-out shape" in held["reason"]  # ... wrong elsewhere
+    honest = compute_score("curate/test", f"```python\n{CANDIDATE_HONEST}\n```", row["code"],
+                           extra_info=info, time_it=False, device="cpu")
+    assert honest["correct"], honest["reason"]
+
+
+CANDIDATE_HARDCODED = """import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def relu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
+    tl.store(out_ptr + offsets, tl.maximum(x, 0.0), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        out = torch.empty(SHAPE_PRIMARY, device=x.device)  # the prompted shape, written in
+        n = out.numel()
+        relu_kernel[(triton.cdiv(n, 262144),)](x.contiguous(), out, min(n, x.numel()), BLOCK=262144)
+        return out
+"""
+
+CANDIDATE_HONEST = """import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def relu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offsets < n
+    x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
+    tl.store(out_ptr + offsets, tl.maximum(x, 0.0), mask=mask)
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        x = x.contiguous()
+        out = torch.empty_like(x)
+        n = x.numel()
+        relu_kernel[(triton.cdiv(n, 262144),)](x, out, n, BLOCK=262144)
+        return out
+"""
 
 
 def _write(tmp_path, df):

@@ -1,8 +1,11 @@
-"""The ``diversify`` stage: validated input-shape variants of each problem.
+"""The ``diversify`` stage: shapes of each problem aimed at a runtime band on a target GPU.
 
-Modules: :mod:`.shapes` proposes candidate shapes (pure Python), :mod:`.validate` runs them
-in a sandboxed process (torch only), :mod:`.stage` reads and writes the tables (polars) and
-is imported only when :func:`run` is called, so sandbox children stay light.
+Modules: :mod:`.shapes` names the axes a problem can grow along and scales them (pure
+Python), :mod:`.cost` prices a forward on the ``meta`` device against a GPU roofline,
+:mod:`.plan` picks the shapes from those estimates in a sandboxed process, :mod:`.calibrate`
+times them on a GPU and corrects them, and :mod:`.stage` reads and writes the tables
+(polars; imported only when :func:`run` is called, so sandbox children stay light).
+:mod:`.validate` checks hand-picked shape variants on the CPU.
 """
 
 from __future__ import annotations
@@ -13,11 +16,8 @@ from typing import Any
 __all__ = ["run"]
 
 
-def run(out: Path | str, source: Path | str | None = None, variants: int = 3,
-        mem_budget_mb: int = 1024, workers: int | None = None, timeout_s: float = 60.0,
-        **kwargs: Any) -> dict[str, Any]:
+def run(out: Path | str, source: Path | str | None = None, **kwargs: Any) -> dict[str, Any]:
     """Run the diversify stage; see :func:`curate.diversify.stage.run` for the arguments."""
     from curate.diversify.stage import run as _run
 
-    return _run(out=out, source=source, variants=variants, mem_budget_mb=mem_budget_mb,
-                workers=workers, timeout_s=timeout_s, **kwargs)
+    return _run(out=out, source=source, **kwargs)

@@ -148,3 +148,86 @@ def candidates(input_spec: list[dict]) -> list[Candidate]:
 def _key(spec: list[dict]) -> tuple:
     return tuple(tuple(s["shape"]) if s.get("kind") in SHAPED_KINDS else repr(s.get("value"))
                  for s in spec)
+
+
+# ---- scaling families: how diversify grows a problem towards a runtime band ----
+
+def nice_size(x: float) -> int:
+    """A size near ``x`` (>= 1): a multiple of 8 from 32 up (kernel-friendly sizes, as real
+    workloads use), the nearest integer below."""
+    if x >= 32:
+        return max(32, int(round(x / 8.0)) * 8)
+    return max(1, int(round(x)))
+
+
+def odd_size(n: int) -> int:
+    """An odd size near ``n`` that is not a power of two (``n - 1`` for even ``n``; 2 -> 3).
+
+    Sizes 1 stay 1 (a singleton axis is not a size a kernel could hard-code wrongly)."""
+    if n <= 1:
+        return n
+    if n == 2:
+        return 3
+    return n if n % 2 else n - 1
+
+
+def init_paths(init_args: list, value: int) -> list[list[int]]:
+    """Index paths of the ints equal to ``value`` in ``init_args`` (nested lists/tuples
+    included, bools excluded): the constructor arguments tied to an input axis of that size."""
+    out: list[list[int]] = []
+
+    def walk(x, path):
+        if isinstance(x, bool):
+            return
+        if isinstance(x, int) and x == value:
+            out.append(path)
+        elif isinstance(x, (list, tuple)):
+            for k, y in enumerate(x):
+                walk(y, path + [k])
+
+    walk(init_args, [])
+    return out
+
+
+def _set_path(x: list, path: list[int], value: int) -> None:
+    for k in path[:-1]:
+        x = x[k]
+    x[path[-1]] = value
+
+
+def family(name: str, members: list[Axis], widths: dict[str, list[list[int]]] | None = None) -> dict:
+    """A scaling family as a JSON-able dict: axes grown together by one scale ``s`` (each
+    axis by ``s ** (1 / len(axes))``), with the constructor arguments tied to each (width
+    axes: ``init`` paths, scaled with the axis)."""
+    widths = widths or {}
+    return {"name": name, "axes": [{"name": a.name, "positions": [list(p) for p in a.positions],
+                                    "size": a.size, "init": widths.get(_axis_key(a), [])}
+                                   for a in members]}
+
+
+def _axis_key(a: Axis) -> str:
+    return f"{a.name}:{a.size}:{a.positions}"
+
+
+def apply_family(input_spec: list[dict], init_args: list, fam: dict, s: float,
+                 odd: bool = False) -> tuple[list[dict], list]:
+    """``(spec, init_args)`` with every axis of ``fam`` scaled by ``s`` (see :func:`family`).
+
+    Args:
+        s: the family's scale (1.0: the mined sizes; sizes are rounded by :func:`nice_size`).
+        odd: make each scaled axis without tied constructor arguments odd and not a power
+            of two (:func:`odd_size`): the held-out verification shape.
+    """
+    spec = copy.deepcopy(input_spec)
+    init = copy.deepcopy(list(init_args))
+    axes_ = fam["axes"]
+    per_axis = s ** (1.0 / max(1, len(axes_)))
+    for ax in axes_:
+        new = nice_size(ax["size"] * per_axis) if s != 1.0 else ax["size"]
+        if odd and not ax["init"]:
+            new = odd_size(new)
+        for i, d in ax["positions"]:
+            spec[i]["shape"][d] = new
+        for path in ax["init"]:
+            _set_path(init, path, new)
+    return spec, init

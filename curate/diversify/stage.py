@@ -1,30 +1,48 @@
-"""The ``diversify`` stage proper (polars side): validated input-shape variants of each problem.
+"""The ``diversify`` stage proper (polars side): shapes aimed at a runtime band on a GPU.
 
-Reads ``OUT/dedup`` (or ``source``), writes ``OUT/diversify``. For every problem the
-candidate shapes of :mod:`curate.diversify.shapes` (batch, sequence and spatial sizes
-scaled x2, x1/2, then x4, x1/4; likely constructor-tied dims last) are validated by
-:func:`curate.diversify.validate.validate_task` in a sandboxed process, and the first
-``variants`` valid ones are kept besides the original.
+Reads ``OUT/dedup`` (or ``source``), writes ``OUT/diversify``. Each problem is planned by
+:func:`curate.diversify.plan.plan_task` in a sandboxed process on the CPU (the mined inputs
+run for real; larger shapes are priced on the ``meta`` device against a roofline of the
+target GPU); on a GPU (``device="cuda"``) the planned shapes are then timed and moved into
+the band by :func:`curate.diversify.calibrate.calibrate_problem` in a persistent GPU worker.
+Without a GPU the estimates alone set the shapes (``shape_source = "estimated"``);
+``curate measure`` on the GPU confirms them or rejects them (``out_of_band``).
 
-Output rows, one per variant (the original is variant 0):
+Output rows, one per in-band shape (the primary is variant 0):
 
 ==================  ==============================================================
-variant             int, 0 for the original
+variant             int, 0 for the primary shape
 base_problem_id     str, the input row's ``problem_id``
 problem_id          str, the base id for variant 0, ``<base>~v<n>`` otherwise
-input_spec          str, JSON input spec of this variant
-code                str, the problem with ``get_inputs()`` rendered for this variant
-est_flops           int, FLOPs of one forward (FlopCounterMode; 0 when unknown)
+input_spec          str, JSON input spec of this shape
+init_args           str, JSON constructor arguments (a ``width`` shape grows them)
+code                str, the problem with ``get_inputs()`` / ``get_init_inputs()`` for it
+shape_role          str, ``primary`` or ``spread``
+shape_family        str, the axes grown: ``batch``, ``mixed``, ``space``, ``width``, ``mined``
+shape_source        str, ``estimated`` (roofline only), ``calibrated`` (timed on a GPU by
+                    this stage) or ``mined`` (code without curate's inputs marker: as mined)
+target_gpu          str, the GPU the band is for (``h100``)
+band_lo_ms          float, band_hi_ms: the eager band (ms) ``measure`` holds the row to
+est_ms              float, roofline estimate of the eager forward on ``target_gpu`` (ms)
+calib_ms            float, eager median timed by this stage on the GPU (ms; null on a CPU)
+est_flops           int, FLOPs of one forward (torch's flop counter; 0 when none counted)
 est_bytes           int, input + output bytes of one forward
-shape_variants      str, JSON list of every kept input spec of the base problem
+est_peak_mb         float, MiB the forward needs: parameters, inputs, peak activations
+                    (the CUDA allocator's peak when calibrated)
+mined_input_spec    str, JSON: the mined inputs (small; a CPU runs checks at this size)
+mined_init_args     str, JSON: the mined constructor arguments
+shape_variants      str, JSON list of ``{"input_spec", "init_args", "heldout"}``: every
+                    in-band shape of the base problem and the held-out verification shape
+                    (odd, not power-of-two sizes), which no row's prompt shows
 ==================  ==============================================================
 
-A problem whose original does not run is rejected (``original_fails``); one that has
-fewer valid variants than asked keeps those found (``problems_with_fewer`` in the stats).
-The original is kept even when over the memory budget (it is the mined shape); the budget
-bounds the variants. Code without curate's inputs marker (not written by ``mine``) cannot
-have its inputs replaced: such a problem keeps only its original (``no_inputs_marker``).
-Accountability: ``in`` = problems read = kept problems + rejected; ``rows_out`` counts variants.
+Reject reasons: ``original_fails`` (the mined inputs do not run), ``launch_bound`` (no
+shape within the size and memory limits reaches the band: the detail gives the best time),
+``over_memory`` (the memory budget is reached below the band), ``no_estimate`` (the
+forward could not be priced at any other size), ``no_heldout_shape``, ``too_few_shapes``
+(fewer in-band shapes than ``variants``), and on a GPU ``calibrate_failed`` (the problem
+crashed or hung there) and ``out_of_band`` (timed outside the band after correction).
+Accountability: ``in`` = problems read = kept problems + rejected; ``rows_out`` counts rows.
 The stage resumes from ``OUT/diversify/_journal.jsonl`` when restarted with equal settings.
 """
 
@@ -38,65 +56,85 @@ from typing import Any
 
 import polars as pl
 
-from curate.diversify.shapes import candidates as shape_candidates
-from curate.diversify.validate import validate_task
+from curate.diversify.cost import gpu_profile
+from curate.diversify.plan import plan_task
 from curate.journal import Journal, content_key
 from curate.problem import INPUTS_MARKER, dumps, replace_inputs
 from curate.progress import progress
 from curate.sandbox import Sandbox
 from curate.table import Rejections, read_problems, stage_dir, write_stage
 
-#: Share of ``timeout_s`` after which a problem's validation starts no further candidate.
+#: Share of ``timeout_s`` after which planning starts no further estimate.
 DEADLINE_SHARE = 0.7
-NEW_COLUMNS = {"variant": pl.Int64, "base_problem_id": pl.String, "est_flops": pl.Int64,
-               "est_bytes": pl.Int64, "shape_variants": pl.String}
+NEW_COLUMNS = {"variant": pl.Int64, "base_problem_id": pl.String, "shape_role": pl.String,
+               "shape_family": pl.String, "shape_source": pl.String, "target_gpu": pl.String,
+               "band_lo_ms": pl.Float64, "band_hi_ms": pl.Float64, "est_ms": pl.Float64,
+               "calib_ms": pl.Float64, "est_flops": pl.Int64, "est_bytes": pl.Int64,
+               "est_peak_mb": pl.Float64, "mined_input_spec": pl.String, "mined_init_args": pl.String,
+               "shape_variants": pl.String}
 
 
-def _variant_rows(row: dict[str, Any], spec: list, init: list, res: dict[str, Any]) -> list[dict[str, Any]]:
-    base = row["problem_id"]
-    specs = [spec] + [v["spec"] for v in res["variants"]]
-    shape_variants = dumps(specs)
-    orig = res["original"]
-    out = [{**row, "variant": 0, "base_problem_id": base, "est_flops": int(orig["flops"]),
-            "est_bytes": int(orig["bytes"]), "shape_variants": shape_variants}]
-    for n, v in enumerate(res["variants"], 1):
-        out.append({**row, "variant": n, "base_problem_id": base, "problem_id": f"{base}~v{n}",
-                    "input_spec": dumps(v["spec"]), "code": replace_inputs(row["code"], v["spec"], init),
-                    "est_flops": int(v["flops"]), "est_bytes": int(v["bytes"]),
-                    "shape_variants": shape_variants})
-    return out
+def resolve_device(device: str) -> str:
+    """``auto`` -> ``cuda`` when available, else ``cpu``.
+
+    Raises:
+        ValueError: an unknown device, or CUDA asked for and absent.
+    """
+    if device not in ("auto", "cpu") and not device.startswith("cuda"):
+        raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
+    if device == "cpu":
+        return device
+    import torch
+
+    if torch.cuda.is_available():
+        return "cuda" if device == "auto" else device
+    if device == "auto":
+        return "cpu"
+    raise ValueError(f"device {device!r} requested but CUDA is not available")
 
 
 def run(out: Path | str, source: Path | str | None = None, variants: int = 3,
-        mem_budget_mb: int = 1024, workers: int | None = None, timeout_s: float = 60.0,
-        mem_mb: int | None = None) -> dict[str, Any]:
-    """Add shape variants to ``OUT/dedup`` (or ``source``) into ``OUT/diversify``.
+        band_ms: tuple[float, float] = (0.5, 10.0), target_gpu: str = "h100",
+        mem_budget_mb: int = 4096, device: str = "auto", workers: int | None = None,
+        timeout_s: float = 60.0, mem_mb: int | None = None) -> dict[str, Any]:
+    """Plan (and on a GPU, calibrate) in-band shapes for ``OUT/dedup`` into ``OUT/diversify``.
 
     Args:
-        variants: valid variants wanted per problem besides the original.
-        mem_budget_mb: largest input + output size of a variant (MiB).
-        workers: concurrent validation processes (default: CPU count).
-        timeout_s: wall-clock seconds to validate one problem (original and candidates).
-        mem_mb: address-space budget of a validation process (MiB); default
-            ``max(4096, 4 * mem_budget_mb)`` (intermediates exceed inputs + output).
+        variants: in-band shapes wanted per problem (the primary and ``variants - 1`` more,
+            spread across the band); a held-out odd-size shape comes on top.
+        band_ms: ``(lo, hi)``: the eager median wanted on ``target_gpu`` (ms).
+        target_gpu: the GPU the band is for (``h100``, ``h200``, ``a100``).
+        mem_budget_mb: most MiB one forward may need (parameters, inputs, outputs and peak
+            activations).
+        device: ``cpu`` (estimates only), ``cuda`` (estimates, then timed on the GPU) or
+            ``auto``.
+        workers: concurrent planning processes (default: CPU count).
+        timeout_s: wall-clock seconds to plan one problem (and to calibrate it on a GPU).
+        mem_mb: address-space budget of a planning process (MiB); default 8192.
     Returns:
-        The stage stats (:func:`curate.table.write_stage`) with ``rows_out``,
-        ``problems_with_fewer``, ``variants_histogram`` and ``candidate_verdicts``.
+        The stage stats (:func:`curate.table.write_stage`) with ``rows_out``, ``band_ms``,
+        ``target_gpu``, ``device``, ``families``, ``shapes_histogram`` and ``before_est_ms``.
     Raises:
-        FileNotFoundError: no input table.
+        FileNotFoundError: no input table. ValueError: a bad band, variant count or GPU.
     """
     t0 = time.monotonic()
-    if variants < 0:
-        raise ValueError("variants must be >= 0")
+    lo, hi = float(band_ms[0]), float(band_ms[1])
+    if not 0 < lo < hi:
+        raise ValueError(f"band_ms must be 0 < LO < HI, got {band_ms}")
+    if variants < 1:
+        raise ValueError("variants must be >= 1")
+    gpu_profile(target_gpu)
+    dev = resolve_device(device)
     df = read_problems(Path(source) if source else stage_dir(out, "dedup"))
     rows = df.to_dicts()
     rejects = Rejections("diversify")
     budget = int(mem_budget_mb * 2**20)
-    journal = Journal(stage_dir(out, "diversify") / "_journal.jsonl",
-                      {"variants": variants, "mem_budget_mb": mem_budget_mb, "timeout_s": timeout_s})
+    settings = {"variants": variants, "band": [lo, hi], "gpu": target_gpu, "mem_budget_mb": mem_budget_mb,
+                "timeout_s": timeout_s, "device": dev.split(":")[0], "plan": 2}
+    journal = Journal(stage_dir(out, "diversify") / "_journal.jsonl", settings)
 
     parsed: dict[int, tuple[list, list]] = {}
-    results: dict[int, dict[str, Any]] = {}
+    plans: dict[int, dict[str, Any]] = {}
     jobs: list[tuple[int, str, tuple]] = []
     for i, row in enumerate(rows):
         try:
@@ -108,58 +146,164 @@ def run(out: Path | str, source: Path | str | None = None, variants: int = 3,
             rejects.add(row, "bad_input_spec", str(exc))
             continue
         parsed[i] = (spec, init)
-        has_marker = INPUTS_MARKER in (row.get("code") or "")
-        cands = [(c.label, c.spec) for c in shape_candidates(spec)] if has_marker and variants else []
-        key = content_key(row.get("problem_id"), row.get("code"), spec, init)
+        key = content_key("plan", row.get("problem_id"), row.get("code"), spec, init)
         if key in journal:
-            results[i] = journal.get(key)
+            plans[i] = journal.get(key)
             continue
-        args = (row.get("code") or "", init, spec, cands, variants, budget, timeout_s * DEADLINE_SHARE)
+        args = (row.get("code") or "", init, spec, (lo, hi), target_gpu, budget, variants,
+                timeout_s * DEADLINE_SHARE)
         jobs.append((i, key, args))
 
-    sandbox = Sandbox(workers=workers, timeout_s=timeout_s, mem_mb=mem_mb or max(4096, 4 * mem_budget_mb))
-    calls = [(args, {}) for _, _, args in jobs]
-    for j, outcome in progress(sandbox.map(validate_task, calls), len(calls), "diversify"):
+    sandbox = Sandbox(workers=workers, timeout_s=timeout_s, mem_mb=mem_mb or 8192)
+    for j, outcome in progress(sandbox.map(plan_task, [(a, {}) for _, _, a in jobs]), len(jobs),
+                               "diversify: plan"):
         i, key, _ = jobs[j]
-        if outcome.ok:
-            res = outcome.value
-        else:
-            res = {"ok": False, "detail": f"{outcome.status}: {outcome.error}"}
-        results[i] = res
+        res = outcome.value if outcome.ok else {"ok": False, "detail": f"{outcome.status}: {outcome.error}"}
+        plans[i] = res
         journal.add(key, res)
 
+    calib: dict[int, dict[str, Any]] = {}
+    if dev.startswith("cuda"):
+        calib = _calibrate(rows, parsed, plans, dev, (lo, hi), mem_budget_mb, timeout_s, journal)
+
     kept: list[dict[str, Any]] = []
-    fewer = 0
-    no_marker = 0
     hist: Counter = Counter()
-    verdicts: Counter = Counter()
+    fams: Counter = Counter()
+    before: list[float] = []
     kept_in = 0
     for i, row in enumerate(rows):
         if i not in parsed:
             continue
-        res = results[i]
-        if not res.get("ok"):
-            rejects.add(row, "original_fails", res.get("detail", ""))
+        plan = plans[i]
+        if not plan.get("ok"):
+            rejects.add(row, "original_fails", plan.get("detail", ""))
             continue
+        if plan.get("original", {}).get("est_ms") is not None:
+            before.append(plan["original"]["est_ms"])
         spec, init = parsed[i]
-        kept.extend(_variant_rows(row, spec, init, res))
+        if INPUTS_MARKER not in (row.get("code") or ""):
+            kept.append(_mined_row(row, spec, init, plan, (lo, hi), target_gpu))
+            kept_in += 1
+            continue
+        shapes, reason = _final_shapes(plan, calib.get(i), variants, (lo, hi))
+        if reason:
+            rejects.add(row, reason[0], reason[1])
+            continue
+        new = _rows(row, spec, init, shapes, (lo, hi), target_gpu, calibrated=i in calib)
+        kept.extend(new)
         kept_in += 1
-        n = len(res["variants"])
-        hist[n] += 1
-        fewer += n < variants
-        no_marker += INPUTS_MARKER not in (row.get("code") or "")
-        verdicts.update(v if not v.startswith("error") else "error" for _, v in res["tried"])
+        hist[len(new)] += 1
+        fams[new[0]["shape_family"]] += 1
 
     kept_df = _frame(kept, df)
+    before.sort()
     stats = write_stage(out, "diversify", kept_df, rejects.frame(df), rows_in=len(rows),
                         seconds=time.monotonic() - t0, kept_in=kept_in,
-                        extra={"variants_requested": variants, "mem_budget_mb": mem_budget_mb,
-                               "problems_with_fewer": fewer, "no_inputs_marker": no_marker,
-                               "variants_histogram": {str(k): v for k, v in sorted(hist.items())},
-                               "candidate_verdicts": dict(verdicts.most_common()),
-                               "resumed": journal.resumed})
+                        extra={"variants_requested": variants, "band_ms": [lo, hi], "target_gpu": target_gpu,
+                               "device": dev, "mem_budget_mb": mem_budget_mb,
+                               "shapes_histogram": {str(k): v for k, v in sorted(hist.items())},
+                               "primary_families": dict(fams.most_common()),
+                               "before_est_ms": _quantiles(before), "resumed": journal.resumed})
     journal.remove()
     return stats
+
+
+def _calibrate(rows, parsed, plans, dev, band, mem_budget_mb, timeout_s, journal) -> dict[int, dict]:
+    """Time each planned problem's shapes on the GPU (one persistent worker; a crash or hang
+    ends that problem only)."""
+    from curate.measure.worker import PersistentWorker
+
+    todo, out = [], {}
+    for i, plan in plans.items():
+        if not plan.get("ok") or plan.get("reject") or not plan.get("shapes"):
+            continue
+        if INPUTS_MARKER not in (rows[i].get("code") or ""):
+            continue
+        spec, init = parsed[i]
+        key = content_key("calibrate", rows[i].get("problem_id"), rows[i].get("code"), plan["shapes"])
+        if key in journal:
+            out[i] = journal.get(key)
+            continue
+        todo.append((i, key, {"code": rows[i]["code"], "init_args": init, "input_spec": spec,
+                              "shapes": plan["shapes"], "band": list(band), "mem_budget_mb": mem_budget_mb,
+                              "deadline_s": timeout_s * DEADLINE_SHARE}))
+    if not todo:
+        return out
+    worker = PersistentWorker(device=dev, role="calibrate", mem_mb=None)
+    try:
+        for i, key, task in progress(todo, len(todo), "diversify: calibrate on GPU"):
+            res = worker.measure(task, timeout_s)
+            if "ok" not in res:  # the worker died or timed out: a dead_result
+                res = {"ok": False, "detail": f"{res.get('reason')}: {res.get('detail')}"}
+            out[i] = res
+            journal.add(key, res)
+    finally:
+        worker.close()
+    return out
+
+
+def _final_shapes(plan: dict, cal: dict | None, variants: int,
+                  band: tuple[float, float]) -> tuple[list[dict], list[str] | None]:
+    """The shapes to keep (in-band ones first, then the held-out one), or a reject reason."""
+    if plan.get("reject"):
+        return [], plan["reject"]
+    shapes = plan["shapes"]
+    if cal is not None:
+        if not cal.get("ok"):
+            return [], ["calibrate_failed", str(cal.get("detail", ""))[:500]]
+        shapes = cal["shapes"]
+        inband = [s for s in shapes if s["role"] != "heldout" and s.get("in_band")]
+        held = [s for s in shapes if s["role"] == "heldout" and s.get("ms") is not None]
+        if not inband or inband[0]["role"] != "primary":
+            timed = [s["ms"] for s in shapes if s.get("ms") is not None]
+            return [], ["out_of_band", f"timed {', '.join(f'{t:.3g}' for t in timed) or 'nothing'} ms "
+                        f"for a band of {band[0]}-{band[1]} ms"]
+    else:
+        inband = [s for s in shapes if s["role"] != "heldout" and band[0] <= s["est_ms"] <= band[1]]
+        held = [s for s in shapes if s["role"] == "heldout"]
+    if not held:
+        return [], ["no_heldout_shape", "the held-out odd-size shape did not run"]
+    if len(inband) < variants:
+        return [], ["too_few_shapes", f"{len(inband)} in-band shapes of {variants} wanted"]
+    return inband[:variants] + held[:1], None
+
+
+def _rows(row, spec0, init0, shapes, band, gpu, calibrated: bool) -> list[dict[str, Any]]:
+    base = row["problem_id"]
+    variants = dumps([{"input_spec": s["spec"], "init_args": s["init"], "heldout": s["role"] == "heldout"}
+                      for s in shapes])
+    out = []
+    for n, s in enumerate(x for x in shapes if x["role"] != "heldout"):
+        peak = s.get("peak_mb") if calibrated and s.get("peak_mb") is not None else s["peak_bytes"] / 2**20
+        out.append({**row, "variant": n, "base_problem_id": base,
+                    "problem_id": base if n == 0 else f"{base}~v{n}",
+                    "input_spec": dumps(s["spec"]), "init_args": dumps(s["init"]),
+                    "code": replace_inputs(row["code"], s["spec"], s["init"]),
+                    "shape_role": s["role"], "shape_family": s["family"]["name"],
+                    "shape_source": "calibrated" if calibrated else "estimated", "target_gpu": gpu,
+                    "band_lo_ms": band[0], "band_hi_ms": band[1], "est_ms": s["est_ms"],
+                    "calib_ms": s.get("ms") if calibrated else None, "est_flops": int(s["flops"]),
+                    "est_bytes": int(s["bytes"]), "est_peak_mb": float(peak),
+                    "mined_input_spec": dumps(spec0), "mined_init_args": dumps(init0),
+                    "shape_variants": variants})
+    return out
+
+
+def _mined_row(row, spec, init, plan, band, gpu) -> dict[str, Any]:
+    orig = plan.get("original", {})
+    return {**row, "variant": 0, "base_problem_id": row["problem_id"], "shape_role": "primary",
+            "shape_family": "mined", "shape_source": "mined", "target_gpu": gpu, "band_lo_ms": band[0],
+            "band_hi_ms": band[1], "est_ms": orig.get("est_ms"), "calib_ms": None,
+            "est_flops": int(orig.get("flops") or 0), "est_bytes": int(orig.get("bytes") or 0),
+            "est_peak_mb": (orig.get("peak_bytes") or 0) / 2**20, "mined_input_spec": dumps(spec),
+            "mined_init_args": dumps(init), "shape_variants": dumps([])}
+
+
+def _quantiles(xs: list[float]) -> dict[str, float] | None:
+    if not xs:
+        return None
+    q = lambda f: xs[min(len(xs) - 1, int(f * len(xs)))]  # noqa: E731
+    return {"p10": q(0.1), "median": q(0.5), "p90": q(0.9), "n": len(xs)}
 
 
 def _frame(rows: list[dict[str, Any]], like: pl.DataFrame) -> pl.DataFrame:

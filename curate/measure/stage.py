@@ -129,7 +129,7 @@ def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
         budget_s: float | None = None, mem_mb: int = CPU_MEM_MB,
         compile_workers: int | None = None, gpu_mem_fraction: float | None = None,
         cuda_graph: str = "auto", profile: bool | None = None,
-        inductor_cache: str | None = None) -> dict[str, Any]:
+        inductor_cache: str | None = None, band: bool = True) -> dict[str, Any]:
     """Measure ``OUT/diversify`` (or ``source``) into ``OUT/measure``; return the stage stats.
 
     Args:
@@ -152,6 +152,12 @@ def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
             (eager median under 0.1 ms), ``on`` of every problem, ``off`` of none.
         profile: CUDA: profile one forward for ``library_share`` (default on).
         inductor_cache: folder for Inductor's and Triton's caches (default torch's own).
+        band: on a GPU, hold each row to the band diversify aimed it at (``band_lo_ms``,
+            ``band_hi_ms`` for ``target_gpu``): a row measured on that GPU kind outside it is
+            rejected ``out_of_band``. On the CPU, rows whose shapes were only estimated for a
+            GPU (``shape_source = "estimated"``) are checked and timed at their mined inputs
+            (``mined_input_spec``; note ``timed_at_mined_shape``): a CPU cannot run a GPU's
+            sizes in minutes.
     Raises:
         ValueError: bad ``device`` (see :func:`resolve_device`).
         FileNotFoundError: no input table.
@@ -173,6 +179,7 @@ def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
                 "cuda_graph": cuda_graph, "profile": profile, "gpu_mem_fraction": gpu_mem_fraction}
     journal = Journal(stage_dir(out, "measure") / "_journal.jsonl", settings)
     jobs: list[tuple[int, str, dict[str, Any]]] = []  # row index, journal key, task
+    tagged: dict[int, list[str]] = {}  # row index -> notes the stage adds
     results: dict[int, dict[str, Any]] = {}
     for i, row in enumerate(rows):
         try:
@@ -183,6 +190,12 @@ def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
         except (ValueError, TypeError) as exc:
             results[i] = {"reason": "load_error", "detail": f"bad input_spec/init_args: {exc}"}
             continue
+        notes = []
+        if not cuda and row.get("shape_source") == "estimated" and row.get("mined_input_spec"):
+            spec = json.loads(row["mined_input_spec"])
+            init = json.loads(row["mined_init_args"]) if row.get("mined_init_args") else init
+            notes.append("timed_at_mined_shape")
+            tagged[i] = notes
         key = content_key(row.get("problem_id"), row.get("code"), spec, init)
         if key in journal:
             results[i] = journal.get(key)
@@ -206,6 +219,10 @@ def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
     kept: list[dict[str, Any]] = []
     for i, row in enumerate(rows):
         res = results[i]
+        if i in tagged:
+            res = {**res, "notes": list(res.get("notes") or []) + tagged[i]}
+        if band and cuda and not res.get("reason"):
+            res = _hold_to_band(row, res)
         if res.get("reason"):
             cols = result_columns(res) if "eager" in res else {}
             rejects.add({**row, **cols}, res["reason"], res.get("detail", ""))
@@ -217,14 +234,52 @@ def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
         rej_df = rej_df.with_columns([pl.col(c).cast(pl.Float64) for c in FLOAT_COLUMNS
                                       if c in rej_df.columns])
     if kept:
-        e = kept_df["eager_ms"]
-        extra["eager_ms_quantiles"] = {q: e.quantile(q) for q in (0.1, 0.5, 0.9)}
+        extra.update(runtime_distribution(kept_df))
         speedups = kept_df["inductor_speedup"].drop_nulls()
         if speedups.len():
             extra["inductor_speedup_geomean"] = math.exp(speedups.log().mean())
     stats = write_stage(out, "measure", kept_df, rej_df, len(rows), time.monotonic() - t0, extra)
     journal.remove()
     return stats
+
+
+def _hold_to_band(row: dict[str, Any], res: dict[str, Any]) -> dict[str, Any]:
+    """``res`` rejected ``out_of_band`` when measured on the row's target GPU kind outside
+    the row's band; a row measured on another GPU kind keeps a ``band_other_gpu`` note."""
+    lo, hi, target = row.get("band_lo_ms"), row.get("band_hi_ms"), row.get("target_gpu")
+    e_ms = (res.get("eager") or {}).get("median_ms")
+    if lo is None or hi is None or e_ms is None:
+        return res
+    gpu = (res.get("gpu") or "").lower().replace(" ", "")
+    if target and target.lower() not in gpu:
+        return {**res, "notes": list(res.get("notes") or []) + ["band_other_gpu"]}
+    if lo <= e_ms <= hi:
+        return res
+    return {**res, "reason": "out_of_band",
+            "detail": f"eager {e_ms:.4g} ms outside {lo}-{hi} ms on {res.get('gpu')}"}
+
+
+def runtime_distribution(kept: pl.DataFrame) -> dict[str, Any]:
+    """Eager-time figures for ``stats.json``: quantiles (ms), the share of rows inside
+    their band, and the same per GPU (or device)."""
+    def figures(df: pl.DataFrame) -> dict[str, Any]:
+        e = df["eager_ms"].drop_nulls()
+        out: dict[str, Any] = {"rows": df.height, "timed": e.len()}
+        if e.len():
+            out["eager_ms_quantiles"] = {str(q): e.quantile(q) for q in (0.1, 0.25, 0.5, 0.75, 0.9)}
+        if {"band_lo_ms", "band_hi_ms"} <= set(df.columns) and e.len():
+            inside = df.filter(pl.col("eager_ms").is_not_null() & pl.col("band_lo_ms").is_not_null())
+            if inside.height:
+                ok = inside.filter((pl.col("eager_ms") >= pl.col("band_lo_ms"))
+                                   & (pl.col("eager_ms") <= pl.col("band_hi_ms"))).height
+                out["share_in_band"] = ok / inside.height
+        return out
+
+    res = figures(kept)
+    key = "gpu" if "gpu" in kept.columns else None
+    if key:
+        res["per_gpu"] = {str(g or "cpu"): figures(part) for (g,), part in kept.group_by(key)}
+    return res
 
 
 def _record(journal: Journal, results: dict, i: int, key: str, res: dict[str, Any]) -> None:

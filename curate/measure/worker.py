@@ -136,6 +136,12 @@ def _serve(conn, device: str, env: dict[str, str], quiet: bool, mem_mb: int | No
             warm = precompile(warm_code, WARMUP_SPEC, [], device=str(dev), lock=lock)
             info["warmup_reason"] = None if warm["status"] == "ok" else warm["detail"][:300]
             handler = lambda task: precompile(**task, lock=lock)  # noqa: E731
+        elif role == "calibrate":
+            # diversify on a GPU: planned shapes timed and moved into the band
+            from curate.diversify.calibrate import calibrate_problem
+
+            info["warmup_reason"] = None
+            handler = lambda task: calibrate_problem(**task, device=str(dev))  # noqa: E731
         else:
             if dev.type == "cuda":
                 core._flush_for(dev)
@@ -259,8 +265,9 @@ class PersistentWorker:
         quiet: send the worker's stdout/stderr to /dev/null (problem code prints).
         mem_mb: on the CPU, an address-space limit (MiB) so a huge problem fails with a
             ``memory`` result instead of exhausting the machine; ignored on CUDA.
-        role: ``measure`` (:func:`curate.measure.core.measure_problem` tasks) or ``compile``
-            (:func:`curate.measure.compile_ahead.precompile` tasks).
+        role: ``measure`` (:func:`curate.measure.core.measure_problem` tasks), ``compile``
+            (:func:`curate.measure.compile_ahead.precompile` tasks) or ``calibrate``
+            (:func:`curate.diversify.calibrate.calibrate_problem` tasks).
         lock_path: the GPU lock file shared with the other workers of this GPU (None: none).
         gpu_mem_fraction: share of the GPU's memory this worker's allocator may hold (None:
             no cap).
@@ -275,8 +282,8 @@ class PersistentWorker:
                  role: str = "measure", lock_path: str | None = None,
                  gpu_mem_fraction: float | None = None, cpus: list[int] | None = None,
                  warm_inductor: bool = False, threads: int | None = None):
-        if role not in ("measure", "compile"):
-            raise ValueError(f"role must be 'measure' or 'compile', got {role!r}")
+        if role not in ("measure", "compile", "calibrate"):
+            raise ValueError(f"role must be 'measure', 'compile' or 'calibrate', got {role!r}")
         self.device = device
         self.mem_mb = mem_mb
         self.env = dict(env or {})

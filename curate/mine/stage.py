@@ -102,7 +102,8 @@ def run(manifest: Path | str, out: Path | str, workers: int | None = None, timeo
         mem_mb: int = 4096, limit: int | None = None, cache_dir: Path | str | None = None,
         executor: str | Executor = "local", ray_address: str | None = None,
         retry: Iterable[str] = (), export_pending: Path | str | None = None,
-        import_outcomes: Iterable[Path | str] = ()) -> dict[str, Any]:
+        import_outcomes: Iterable[Path | str] = (), sample_per_source: int | None = None,
+        sample_seed: int = 0) -> dict[str, Any]:
     """Mine the manifest's sources into ``OUT/mine``; return the stage stats.
 
     Args:
@@ -112,6 +113,10 @@ def run(manifest: Path | str, out: Path | str, workers: int | None = None, timeo
         timeout_s: wall-clock seconds per module for argument/input synthesis.
         mem_mb: memory budget per synthesis process (MiB).
         limit: keep only the first ``limit`` candidate classes (deterministic order).
+        sample_per_source: keep a seeded random sample of at most this many candidate
+            classes of each source (a run over every source of a large manifest in minutes,
+            for trials and measurements at scale); applied before ``limit``.
+        sample_seed: seed of that sample.
         executor: ``"local"`` (a process pool), ``"ray"``, or an :class:`Executor`.
         ray_address: the Ray cluster to join (``executor="ray"``; None starts a local one).
         retry: reject reasons (``constructor_failed``, ``no_runnable_inputs``, ...; ``all`` for
@@ -137,7 +142,7 @@ def run(manifest: Path | str, out: Path | str, workers: int | None = None, timeo
     ex = make_executor(executor, workers, ray_address) if own else executor
     try:
         return _run(manifest, out, entries, cache, ex, timeout_s, mem_mb, limit, t0, frozenset(retry),
-                    export_pending, list(import_outcomes))
+                    export_pending, list(import_outcomes), sample_per_source, sample_seed)
     finally:
         if own:
             ex.close()
@@ -172,7 +177,8 @@ def interleave(items: list, key, seed: int | None = 0) -> list:
 def _run(manifest: Path | str, out: Path | str, entries: list[dict], cache: Path, ex: Executor,
          timeout_s: float, mem_mb: int, limit: int | None, t0: float,
          retry: frozenset[str] = frozenset(), export_pending: Path | str | None = None,
-         import_outcomes: list[Path | str] | None = None) -> dict[str, Any]:
+         import_outcomes: list[Path | str] | None = None, sample_per_source: int | None = None,
+         sample_seed: int = 0) -> dict[str, Any]:
     rejects = Rejections("mine")
     scans: list[Scan] = []
     per_source: dict[str, dict[str, Any]] = {}
@@ -200,7 +206,12 @@ def _run(manifest: Path | str, out: Path | str, entries: list[dict], cache: Path
     remaining = limit
     chosen = []
     for found in scans:
-        cands = found.candidates if remaining is None else found.candidates[:max(0, remaining)]
+        cands = found.candidates
+        if sample_per_source is not None and len(cands) > sample_per_source:
+            picked = set(random.Random(f"{sample_seed}|{found.source.name}").sample(range(len(cands)),
+                                                                                     sample_per_source))
+            cands = [c for k, c in enumerate(cands) if k in picked]  # kept in scan order
+        cands = cands if remaining is None else cands[:max(0, remaining)]
         if remaining is not None:
             remaining -= len(cands)
         chosen.append(cands)
