@@ -11,6 +11,9 @@ GPU memory, or needs more than the memory budget, is shrunk. The held-out shape 
 final primary one (the same axes made odd). ``curate measure`` times the kept rows again
 with its full method.
 
+On the CPU (``device="cpu"``) the same logic runs with host timers and no memory peak: a
+check of the correction on small bands, not a measurement of a GPU.
+
 Imports only torch, the standard library and curate's torch-only modules.
 """
 
@@ -23,7 +26,7 @@ from typing import Any
 import torch
 
 from curate.diversify.shapes import apply_family, odd_size
-from curate.measure.timing import L2Flush, summarize, time_cuda, warm_up
+from curate.measure.timing import L2Flush, summarize, time_cpu, time_cuda, warm_up
 from curate.problem import build_inputs, load_problem
 
 #: A shape more than this factor from its wanted time is corrected (when probes are left).
@@ -46,17 +49,19 @@ def _time_spec(ns: dict, init: list, spec: list[dict], dev: torch.device, models
         with torch.device(dev):
             models[key] = ns["Model"](*init).to(dev)
     model = models[key]
-    flush = _FLUSH.setdefault(str(dev), L2Flush(dev))
-    torch.cuda.synchronize(dev)
-    base = torch.cuda.memory_allocated(dev)
-    torch.cuda.reset_peak_memory_stats(dev)
+    cuda = dev.type == "cuda"
+    if cuda:
+        flush = _FLUSH.setdefault(str(dev), L2Flush(dev))
+        torch.cuda.synchronize(dev)
+        base = torch.cuda.memory_allocated(dev)
+        torch.cuda.reset_peak_memory_stats(dev)
     xs = build_inputs(spec, str(dev), seed=0)
     with torch.no_grad():
         def fn():
             return model(*xs)
         warm_up(fn, warmup, dev)
-        times = time_cuda(fn, trials, flush, dev)
-    peak = (torch.cuda.max_memory_allocated(dev) - base) / 2**20
+        times = time_cuda(fn, trials, flush, dev) if cuda else time_cpu(fn, trials)
+    peak = (torch.cuda.max_memory_allocated(dev) - base) / 2**20 if cuda else None
     del xs
     return summarize(times)["median_ms"], peak
 
@@ -77,7 +82,8 @@ def calibrate_problem(code: str, init_args: list, input_spec: list[dict], shapes
         trials, warmup: timed and untimed forwards per probe.
         max_probes: timings per shape.
     Returns:
-        ``{"ok": True, "shapes": [...], "gpu", "torch_version", "seconds"}`` with each shape
+        ``{"ok": True, "shapes": [...], "mined", "gpu", "torch_version", "seconds"}``
+        (``mined``: the mined shape's ``ms`` and ``peak_mb``, timed the same way) with each shape
         given ``ms`` (median eager ms, None when it did not run), ``peak_mb``, ``probes``,
         ``in_band`` and ``error``; or ``{"ok": False, "detail"}`` when the problem does not
         load or build on the device.
@@ -87,6 +93,7 @@ def calibrate_problem(code: str, init_args: list, input_spec: list[dict], shapes
     if dev.type == "cuda" and dev.index is None:
         dev = torch.device("cuda", 0)
     lo, hi = band
+    torch.set_grad_enabled(False)
     try:
         ns = load_problem(code)
     except Exception as exc:
@@ -94,6 +101,11 @@ def calibrate_problem(code: str, init_args: list, input_spec: list[dict], shapes
     models: dict[str, torch.nn.Module] = {}
     out: list[dict[str, Any]] = []
     primary_final = None
+    mined = {"ms": None, "peak_mb": None, "error": None}
+    try:  # the mined shape, timed the same way: the "before" of the runtime distribution
+        mined["ms"], mined["peak_mb"] = _time_spec(ns, list(init_args), input_spec, dev, models, trials, warmup)
+    except Exception as exc:
+        mined["error"] = _short(exc)
     for shape in shapes:
         if shape["role"] == "heldout":
             continue
@@ -109,14 +121,14 @@ def calibrate_problem(code: str, init_args: list, input_spec: list[dict], shapes
                 ms, peak = _time_spec(ns, init, spec, dev, models, trials, warmup)
             except torch.cuda.OutOfMemoryError as exc:
                 models.clear()
-                torch.cuda.empty_cache()
+                torch.cuda.empty_cache()  # only raised on CUDA
                 res["error"] = _short(exc)
                 s /= 4
                 continue
             except Exception as exc:  # untrusted code: the shape does not run here
                 res["error"] = _short(exc)
                 break
-            over = peak > mem_budget_mb
+            over = peak is not None and peak > mem_budget_mb
             inside = lo <= ms <= hi and not over
             if inside or res["ms"] is None or not (lo <= res["ms"] <= hi):
                 res.update(spec=spec, init=init, s=s, ms=ms, peak_mb=peak, in_band=inside, error=None)
@@ -129,7 +141,7 @@ def calibrate_problem(code: str, init_args: list, input_spec: list[dict], shapes
                 slope = max(0.2, math.log(m2 / m1) / math.log(s2 / s1)) if m1 > 0 and m2 > 0 else 1.0
             step = (want / ms) ** (1.0 / slope)
             if over:
-                step = min(step, 0.5 * mem_budget_mb / peak)
+                step = min(step, 0.5 * mem_budget_mb / peak)  # type: ignore[operator]
             s *= min(64.0, max(1 / 64.0, step))
         out.append(res)
         if shape["role"] == "primary":
@@ -138,8 +150,10 @@ def calibrate_problem(code: str, init_args: list, input_spec: list[dict], shapes
     if held is not None and primary_final is not None and primary_final["ms"] is not None:
         out.append(_heldout(ns, dev, models, held, shapes[0], primary_final, trials, warmup))
     models.clear()
-    torch.cuda.empty_cache()
-    return {"ok": True, "shapes": out, "gpu": torch.cuda.get_device_name(dev),
+    if dev.type == "cuda":
+        torch.cuda.empty_cache()
+    return {"ok": True, "shapes": out, "mined": mined,
+            "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
             "torch_version": torch.__version__, "seconds": time.monotonic() - t0}
 
 

@@ -31,6 +31,7 @@ est_peak_mb         float, MiB the forward needs: parameters, inputs, peak activ
                     (the CUDA allocator's peak when calibrated)
 mined_input_spec    str, JSON: the mined inputs (small; a CPU runs checks at this size)
 mined_init_args     str, JSON: the mined constructor arguments
+mined_calib_ms      float, the mined shape's eager median timed by this stage (ms; GPU only)
 shape_variants      str, JSON list of ``{"input_spec", "init_args", "heldout"}``: every
                     in-band shape of the base problem and the held-out verification shape
                     (odd, not power-of-two sizes), which no row's prompt shows
@@ -71,6 +72,7 @@ NEW_COLUMNS = {"variant": pl.Int64, "base_problem_id": pl.String, "shape_role": 
                "band_lo_ms": pl.Float64, "band_hi_ms": pl.Float64, "est_ms": pl.Float64,
                "calib_ms": pl.Float64, "est_flops": pl.Int64, "est_bytes": pl.Int64,
                "est_peak_mb": pl.Float64, "mined_input_spec": pl.String, "mined_init_args": pl.String,
+               "mined_calib_ms": pl.Float64,
                "shape_variants": pl.String}
 
 
@@ -165,6 +167,7 @@ def run(out: Path | str, source: Path | str | None = None, variants: int = 3,
     calib: dict[int, dict[str, Any]] = {}
     if dev.startswith("cuda"):
         calib = _calibrate(rows, parsed, plans, dev, (lo, hi), mem_budget_mb, timeout_s, journal)
+    mined_ms = sorted(c["mined"]["ms"] for c in calib.values() if (c.get("mined") or {}).get("ms") is not None)
 
     kept: list[dict[str, Any]] = []
     hist: Counter = Counter()
@@ -190,6 +193,9 @@ def run(out: Path | str, source: Path | str | None = None, variants: int = 3,
             rejects.add(row, reason[0], reason[1])
             continue
         new = _rows(row, spec, init, shapes, (lo, hi), target_gpu, calibrated=i in calib)
+        if i in calib:
+            for r in new:
+                r["mined_calib_ms"] = (calib[i].get("mined") or {}).get("ms")
         kept.extend(new)
         kept_in += 1
         hist[len(new)] += 1
@@ -203,7 +209,9 @@ def run(out: Path | str, source: Path | str | None = None, variants: int = 3,
                                "device": dev, "mem_budget_mb": mem_budget_mb,
                                "shapes_histogram": {str(k): v for k, v in sorted(hist.items())},
                                "primary_families": dict(fams.most_common()),
-                               "before_est_ms": _quantiles(before), "resumed": journal.resumed})
+                               "before_est_ms": _quantiles(before), "before_calib_ms": _quantiles(mined_ms),
+                               "gpu": next((c.get("gpu") for c in calib.values() if c.get("gpu")), None),
+                               "resumed": journal.resumed})
     journal.remove()
     return stats
 
@@ -215,17 +223,18 @@ def _calibrate(rows, parsed, plans, dev, band, mem_budget_mb, timeout_s, journal
 
     todo, out = [], {}
     for i, plan in plans.items():
-        if not plan.get("ok") or plan.get("reject") or not plan.get("shapes"):
-            continue
+        if not plan.get("ok"):
+            continue  # a rejected plan is still timed at its mined shape (the "before")
         if INPUTS_MARKER not in (rows[i].get("code") or ""):
             continue
         spec, init = parsed[i]
-        key = content_key("calibrate", rows[i].get("problem_id"), rows[i].get("code"), plan["shapes"])
+        key = content_key("calibrate", rows[i].get("problem_id"), rows[i].get("code"), plan.get("shapes"))
         if key in journal:
             out[i] = journal.get(key)
             continue
         todo.append((i, key, {"code": rows[i]["code"], "init_args": init, "input_spec": spec,
-                              "shapes": plan["shapes"], "band": list(band), "mem_budget_mb": mem_budget_mb,
+                              "shapes": [] if plan.get("reject") else plan.get("shapes") or [],
+                              "band": list(band), "mem_budget_mb": mem_budget_mb,
                               "deadline_s": timeout_s * DEADLINE_SHARE}))
     if not todo:
         return out

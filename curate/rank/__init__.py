@@ -132,8 +132,11 @@ def run(out: Path | str, source: Path | str | None = None, solver: str = "induct
             rejected_idx.add(i)
             continue
         try:
-            opts = {"init_args": _json_list(row.get("init_args")),
-                    "input_spec": _json_list(row.get("input_spec"))}
+            # a CPU cannot run shapes sized for a GPU in minutes: rows whose shapes were only
+            # estimated are verified at their mined inputs there (see curate.measure)
+            small = not on_gpu and row.get("shape_source") == "estimated" and row.get("mined_input_spec")
+            opts = {"init_args": _json_list(row.get("mined_init_args" if small else "init_args")),
+                    "input_spec": _json_list(row.get("mined_input_spec" if small else "input_spec"))}
         except ValueError as exc:
             rejections.add(row, "bad_spec", f"init_args/input_spec: {exc}")
             rejected_idx.add(i)
