@@ -61,7 +61,7 @@ def test_whole_pipeline_on_torch_source(tmp_path: Path):
     pipe = tmp_path / "p.yaml"
     pipe.write_text(f"mine: {{manifest: {manifest}, timeout_s: 30}}\n"
                     "dedup: {kernelbench: none}\n"
-                    "diversify: {variants: 3, mem_budget_mb: 64}\n"
+                    "diversify: {variants: 3}\n"
                     "measure: {trials: 5, budget_s: 0.05, workers: 2}\n"
                     "rank: {solver: inductor, max_problems: 0}\n"
                     "export: {name: tiny}\n")

@@ -294,7 +294,7 @@ def _rows(row, spec0, init0, shapes, band, gpu, calibrated: bool) -> list[dict[s
                     "calib_ms": s.get("ms") if calibrated else None, "est_flops": int(s["flops"]),
                     "est_bytes": int(s["bytes"]), "est_peak_mb": float(peak),
                     "mined_input_spec": dumps(spec0), "mined_init_args": dumps(init0),
-                    "shape_variants": variants})
+                    "mined_calib_ms": None, "shape_variants": variants})
     return out
 
 
@@ -305,7 +305,7 @@ def _mined_row(row, spec, init, plan, band, gpu) -> dict[str, Any]:
             "band_hi_ms": band[1], "est_ms": orig.get("est_ms"), "calib_ms": None,
             "est_flops": int(orig.get("flops") or 0), "est_bytes": int(orig.get("bytes") or 0),
             "est_peak_mb": (orig.get("peak_bytes") or 0) / 2**20, "mined_input_spec": dumps(spec),
-            "mined_init_args": dumps(init), "shape_variants": dumps([])}
+            "mined_init_args": dumps(init), "mined_calib_ms": None, "shape_variants": dumps([])}
 
 
 def _quantiles(xs: list[float]) -> dict[str, float] | None:
