@@ -519,7 +519,15 @@ class _ServerHandle:
             raise RuntimeError(f"the sandbox server did not start (exit code {self.proc.poll()})")
 
     def usable(self) -> bool:
-        return self.pid == os.getpid() and self.proc.poll() is None
+        if self.pid == os.getpid():
+            return self.proc.poll() is None
+        # a forked child of the caller (verl's prime manager forks a process pool) shares
+        # the caller's server: the socket pair is inherited and each request is one message
+        try:
+            os.kill(self.proc.pid, 0)
+            return True
+        except OSError:
+            return False
 
     def open_task(self, payload: bytes) -> tuple[mpc.Connection, mpc.Connection]:
         import socket
@@ -546,6 +554,14 @@ class _ServerHandle:
 
 _LOCK = __import__("threading").Lock()
 _SERVER: _ServerHandle | None = None
+
+
+def _after_fork_in_child() -> None:
+    global _LOCK
+    _LOCK = __import__("threading").Lock()  # another thread may have held it at the fork
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def _server(restart: bool = False) -> _ServerHandle:

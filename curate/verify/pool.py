@@ -135,6 +135,14 @@ _POOLS: dict[tuple, tuple[int, VerifierPool]] = {}
 _POOLS_LOCK = threading.Lock()
 
 
+def _after_fork_in_child() -> None:
+    global _POOLS_LOCK
+    _POOLS_LOCK = threading.Lock()  # another thread may have held it at the fork
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def shared_pool(device: str, mem_mb: int | None, workers: int | None = None) -> VerifierPool:
     """This process's pool for ``device`` (made on first use; a forked child gets its own)."""
     key = (device, mem_mb, workers)
