@@ -1,9 +1,12 @@
 """Run untrusted code (mined modules, candidate kernels) in worker processes with limits.
 
-Each task runs in its own process forked from a *fork server* that has already imported
-torch (the standard library's ``multiprocessing`` forkserver with a preload list), so a
-task starts in milliseconds instead of paying torch's import again, and a crash, hang or
-runaway allocation ends that task's process only.
+Each task runs in its own process forked from a *sandbox server* that has already imported
+torch: a program of our own (:mod:`curate.sandbox_server`, one per calling process, started
+on first use), so a task starts in milliseconds instead of paying torch's import again, a
+crash, hang or runaway allocation ends that task's process only, and no task ever imports
+the caller's ``__main__`` (a training script without a main guard, a notebook, a Ray actor
+or a trainer's reward worker can all call the sandbox). A task's function must therefore
+live in an importable module: one defined in ``__main__`` ends with status ``error``.
 
 Limits per task:
 
@@ -12,8 +15,10 @@ Limits per task:
   start plus ``mem_mb`` MiB, so an allocation past the budget fails inside the task;
 - working directory: a fresh temporary directory, removed afterwards;
 - output: the task's stdout/stderr go to /dev/null (mined code prints);
-- lifetime: a task is killed when its fork server ends, so a run killed with SIGKILL leaves
-  no task running on without its time limit;
+- lifetime: everything the sandbox starts dies with its caller, however the caller dies
+  (SIGKILL included): the server ends, killing its tasks' process groups, when the caller's
+  end of its socket pair closes or its parent changes, and each task has Linux's
+  parent-death signal set against the server;
 - guard (``guard=True``): an audit hook (:pep:`578`) refuses network use (connect, bind,
   send, DNS lookups), filesystem changes outside the task's working directory (opening for
   writing, remove, rename, mkdir, rmtree, chmod, ...; ``TMPDIR`` points into that
@@ -30,13 +35,14 @@ A CUDA task must not rely on ``RLIMIT_AS`` (the CUDA driver reserves huge addres
 pass ``mem_mb=None`` and enforce GPU memory inside the task.
 
 The task function must be importable (a module-level function) since it is pickled by
-reference. Only the standard library is imported here, so GPU machines can use it.
+reference. :meth:`Sandbox.start_worker` keeps a task process alive across requests (the
+verifier's persistent workers). Only the standard library is imported here, so GPU machines
+can use it.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import multiprocessing as mp
 import multiprocessing.connection as mpc
 import os
 import shutil
@@ -79,23 +85,7 @@ class Outcome:
         return self.status == OK
 
 
-_CTX: mp.context.BaseContext | None = None
 _TCACHE_OFF = "glibc.malloc.tcache_count=0"
-
-
-def _context() -> mp.context.BaseContext:
-    global _CTX
-    if _CTX is None:
-        ctx = mp.get_context("forkserver")
-        # torch._dynamo: any TorchDispatchMode (FlopCounterMode in diversify) or
-        # torch.compile imports it on first use, about 1 s per task otherwise
-        preload = ["torch", "torch.nn.functional", "torch._dynamo", "curate.problem"]
-        if importlib.util.find_spec("triton") is not None:
-            preload.append("triton")
-        ctx.set_forkserver_preload(preload)
-        _start_fork_server()
-        _CTX = ctx
-    return _CTX
 
 
 def tcache_off_env(environ: dict[str, str] | None = None) -> dict[str, str]:
@@ -110,22 +100,6 @@ def tcache_off_env(environ: dict[str, str] | None = None) -> dict[str, str]:
     if "glibc.malloc.tcache_count" in current:
         return {"GLIBC_TUNABLES": current}
     return {"GLIBC_TUNABLES": f"{current}:{_TCACHE_OFF}" if current else _TCACHE_OFF}
-
-
-def _start_fork_server() -> None:
-    """Start the fork server (every task's parent) with :func:`tcache_off_env`, set in this
-    process's environment only while the server is launched."""
-    from multiprocessing import forkserver
-
-    saved = os.environ.get("GLIBC_TUNABLES")
-    os.environ.update(tcache_off_env())
-    try:
-        forkserver.ensure_running()
-    finally:
-        if saved is None:
-            os.environ.pop("GLIBC_TUNABLES", None)
-        else:
-            os.environ["GLIBC_TUNABLES"] = saved
 
 
 def _vm_bytes() -> int:
@@ -225,7 +199,9 @@ def die_with_parent() -> None:
 
 
 def _child(conn, fn: Callable, args: tuple, kwargs: dict, mem_mb: int | None, quiet: bool,
-           workdir: str, guard: bool) -> None:
+           workdir: str, guard: bool, serve: bool = False) -> None:
+    """A task process's body (never returns). ``serve``: a persistent worker, run as
+    ``fn(conn, *args, **kwargs)``: it reads its requests from ``conn`` and answers there."""
     import resource
 
     os.setsid()  # own process group: a kill reaches whatever the task spawned
@@ -250,7 +226,7 @@ def _child(conn, fn: Callable, args: tuple, kwargs: dict, mem_mb: int | None, qu
             # so do a library's folders under the home directory (super-gradients' ~/sg_logs)
             os.environ["HOME"] = os.environ["XDG_CACHE_HOME"] = workdir
             _install_guard(conn, (workdir,))
-        value = fn(*args, **kwargs)
+        value = fn(conn, *args, **kwargs) if serve else fn(*args, **kwargs)
         conn.send((OK, value, ""))
     except MemoryError as exc:
         conn.send((MEMORY, None, f"MemoryError: {exc}"))
@@ -304,55 +280,303 @@ class Sandbox:
 
     def map(self, fn: Callable, calls: Iterable[tuple[tuple, dict]]) -> Iterator[tuple[int, Outcome]]:
         """Run ``fn(*args, **kwargs)`` for each ``(args, kwargs)``; yield ``(index, Outcome)``
-        in completion order."""
-        ctx = _context()
+        in completion order. Safe to call from several threads at once."""
         pending = iter(enumerate(calls))
-        running: dict[int, tuple[Any, Any, float, str]] = {}  # idx -> (process, conn, start, workdir)
+        running: dict[int, _Task] = {}
         exhausted = False
-        while True:
-            while not exhausted and len(running) < self.workers:
-                try:
-                    idx, (args, kwargs) = next(pending)
-                except StopIteration:
-                    exhausted = True
-                    break
-                recv, send = ctx.Pipe(duplex=False)
-                workdir = tempfile.mkdtemp(prefix="curate-task-")  # made here: removed even after a kill
-                p = ctx.Process(target=_child, args=(send, fn, args, kwargs, self.mem_mb, self.quiet,
-                                                     workdir, self.guard), daemon=True)
-                p.start()
-                send.close()
-                running[idx] = (p, recv, time.monotonic(), workdir)
-            if not running:
-                return
-            now = time.monotonic()
-            wait_s = max(0.0, min(start + self.timeout_s - now for _, _, start, _ in running.values()))
-            handles = [c for _, c, _, _ in running.values()] + [p.sentinel for p, _, _, _ in running.values()]
-            ready = set(mpc.wait(handles, timeout=wait_s))
-            now = time.monotonic()
-            for idx in list(running):
-                p, conn, start, workdir = running[idx]
-                outcome = None
-                if conn in ready or p.sentinel in ready:
+        try:
+            while True:
+                while not exhausted and len(running) < self.workers:
                     try:
-                        if conn.poll():
-                            status, value, err = conn.recv()
-                            outcome = Outcome(status, value, err, now - start)
-                    except (EOFError, OSError):
-                        pass
-                    except Exception as exc:  # an unpicklable result
-                        outcome = Outcome(ERROR, None, f"result not transferable: {exc}", now - start)
-                    if outcome is None and p.sentinel in ready:
-                        p.join(1)
-                        outcome = Outcome(CRASH, None, death_reason(p.exitcode), now - start)
-                if outcome is None and now - start >= self.timeout_s:
-                    outcome = Outcome(TIMEOUT, None, f"timed out after {self.timeout_s:.0f} s", now - start)
-                if outcome is not None:
-                    kill_tree(p)
-                    conn.close()
-                    shutil.rmtree(workdir, ignore_errors=True)
-                    del running[idx]
-                    yield idx, outcome
+                        idx, (args, kwargs) = next(pending)
+                    except StopIteration:
+                        exhausted = True
+                        break
+                    running[idx] = _Task(fn, args, kwargs, self.mem_mb, self.quiet, self.guard)
+                if not running:
+                    return
+                now = time.monotonic()
+                wait_s = max(0.0, min(t.start + self.timeout_s - now for t in running.values()))
+                ready = set(mpc.wait([h for t in running.values() for h in t.handles()], timeout=wait_s))
+                for idx in list(running):
+                    task = running[idx]
+                    outcome = task.poll(ready, self.timeout_s)
+                    if outcome is not None:
+                        task.close()
+                        del running[idx]
+                        yield idx, outcome
+        finally:  # a consumer that stops early (or an error) leaves no task running
+            for task in running.values():
+                task.close()
+
+    def start_worker(self, fn: Callable, *args: Any, **kwargs: Any) -> "Worker":
+        """Start a persistent worker running ``fn(conn, *args, **kwargs)`` (a module-level
+        function that reads requests with ``conn.recv()`` and answers each with
+        ``conn.send((status, value, error))`` until it receives None). The worker has this
+        sandbox's memory limit, quiet and guard settings; :meth:`Worker.call` has its
+        ``timeout_s``."""
+        return Worker(_Task(fn, args, kwargs, self.mem_mb, self.quiet, self.guard, serve=True),
+                      self.timeout_s)
+
+
+class Worker:
+    """A persistent task process (see :meth:`Sandbox.start_worker`). One call at a time."""
+
+    def __init__(self, task: "_Task", timeout_s: float):
+        self._task = task
+        self.timeout_s = timeout_s
+        self.calls = 0
+
+    @property
+    def alive(self) -> bool:
+        return self._task is not None and self._task.exitcode is _RUNNING
+
+    def call(self, request: Any, timeout_s: float | None = None) -> Outcome:
+        """Send ``request``; wait for the answer. A timeout kills the worker (status
+        ``timeout``); a worker that dies answers ``crash`` (or ``memory``); either way the
+        worker is closed and :attr:`alive` is False afterwards.
+
+        Raises:
+            RuntimeError: the worker is closed.
+        """
+        task = self._task
+        if task is None:
+            raise RuntimeError("worker is closed")
+        limit = self.timeout_s if timeout_s is None else timeout_s
+        task.start = time.monotonic()
+        task.result = None
+        self.calls += 1
+        try:
+            task.data.send(request)
+        except (OSError, ValueError):
+            pass  # it died: the control socket says how
+        while True:
+            left = task.start + limit - time.monotonic()
+            ready = set(mpc.wait(task.handles(), timeout=max(0.0, left)))
+            outcome = task.poll(ready, limit)
+            if outcome is not None:
+                if outcome.status in (TIMEOUT, CRASH) or task.exitcode is not _RUNNING:
+                    self.close()
+                return outcome
+
+    def close(self) -> None:
+        """Ask the worker to stop, then kill what is left of it (idempotent)."""
+        task, self._task = self._task, None
+        if task is None:
+            return
+        if task.exitcode is _RUNNING:
+            try:
+                task.data.send(None)
+            except (OSError, ValueError):
+                pass
+        task.close(grace_s=1.0)
+
+
+_RUNNING = object()  # a task's exit code before the server has reaped it
+
+
+class _Task:
+    """One task process forked by the sandbox server: its control and data sockets."""
+
+    def __init__(self, fn: Callable, args: tuple, kwargs: dict, mem_mb: int | None, quiet: bool,
+                 guard: bool, serve: bool = False):
+        import pickle
+
+        self.workdir = tempfile.mkdtemp(prefix="curate-task-")  # made here: removed even after a kill
+        self.start = time.monotonic()
+        self.result: tuple | None = None
+        self.exitcode: Any = _RUNNING
+        self.ctl = self.data = None
+        try:
+            payload = pickle.dumps({
+                "sys_path": [p or os.getcwd() for p in sys.path],
+                "call": pickle.dumps(fn), "args": pickle.dumps((args, kwargs)),
+                "mem_mb": mem_mb, "quiet": quiet, "workdir": self.workdir, "guard": guard,
+                "serve": serve})
+        except Exception as exc:
+            self.result = (ERROR, None, f"task not transferable to the sandbox: {type(exc).__name__}: {exc}")
+            self.exitcode = None
+            return
+        try:
+            self.ctl, self.data = _server().open_task(payload)
+        except OSError:  # the server died since it was last used: start another
+            self.ctl, self.data = _server(restart=True).open_task(payload)
+        self.start = time.monotonic()  # the server's own start is not the task's time
+
+    def handles(self) -> list:
+        return [c for c in (self.ctl, self.data) if c is not None and not c.closed]
+
+    def poll(self, ready: set, timeout_s: float) -> Outcome | None:
+        """The outcome when the task has one (a result, a death, its time is up), else None."""
+        now = time.monotonic()
+        if self.data is not None and not self.data.closed and (self.data in ready or self.ctl in ready):
+            try:
+                while self.result is None and self.data.poll():
+                    self.result = _loads(self.data.recv_bytes())
+            except (EOFError, OSError):
+                self.data.close()  # the task's end is closed: it has died
+        if self.ctl is not None and not self.ctl.closed and self.ctl in ready and self.result is None:
+            try:
+                msg = self.ctl.recv()
+                self.exitcode = msg[1] if isinstance(msg, tuple) and msg[:1] == (_EXIT_TAG,) else None
+            except (EOFError, OSError):
+                self.exitcode = None  # the server itself is gone
+            if self.data is not None and not self.data.closed:
+                try:  # a result sent just before the end is already buffered
+                    if self.data.poll():
+                        self.result = _loads(self.data.recv_bytes())
+                except (EOFError, OSError):
+                    pass
+        if self.result is not None:
+            status, value, err = self.result
+            return Outcome(status, value, err, now - self.start)
+        if self.exitcode is not _RUNNING:
+            reason = death_reason(self.exitcode) if self.exitcode is not None else "sandbox server ended"
+            return Outcome(CRASH, None, reason, now - self.start)
+        if now - self.start >= timeout_s:
+            return Outcome(TIMEOUT, None, f"timed out after {timeout_s:.0f} s", now - self.start)
+        return None
+
+    def close(self, grace_s: float = 0.0) -> None:
+        """Kill the task's process group (unless it has ended) and wait until the server has
+        reaped it, then remove its working folder."""
+        ctl = self.ctl
+        if ctl is not None and not ctl.closed:
+            if self.exitcode is _RUNNING and grace_s and ctl.poll(grace_s):
+                self._read_exit(ctl)
+            if self.exitcode is _RUNNING:
+                try:
+                    ctl.send_bytes(b"K")
+                except OSError:
+                    pass
+                deadline = time.monotonic() + 10
+                while self.exitcode is _RUNNING and time.monotonic() < deadline:
+                    if not ctl.poll(deadline - time.monotonic()):
+                        break
+                    self._read_exit(ctl)
+            ctl.close()
+        if self.data is not None and not self.data.closed:
+            self.data.close()
+        shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def _read_exit(self, ctl) -> None:
+        try:
+            msg = ctl.recv()
+            if isinstance(msg, tuple) and msg[:1] == (_EXIT_TAG,):
+                self.exitcode = msg[1]
+        except (EOFError, OSError):
+            self.exitcode = None
+
+
+def _loads(data: bytes) -> tuple:
+    import pickle
+
+    try:
+        return pickle.loads(data)
+    except Exception as exc:  # an unpicklable result
+        return (ERROR, None, f"result not transferable: {exc}")
+
+
+_EXIT_TAG = "\0exit"
+# torch._dynamo: any TorchDispatchMode (FlopCounterMode in diversify) or torch.compile imports
+# it on first use, about 1 s per task otherwise
+_PRELOAD = ["torch", "torch.nn.functional", "torch._dynamo", "curate.problem"]
+#: Seconds the server may take to start (it imports torch and triton).
+SERVER_START_TIMEOUT_S = 300.0
+
+
+class _ServerHandle:
+    """The calling process's sandbox server (``python -m curate.sandbox_server``)."""
+
+    def __init__(self):
+        import socket
+        import subprocess
+
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        preload = list(_PRELOAD)
+        if importlib.util.find_spec("triton") is not None:
+            preload.append("triton")
+        root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join([root] + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+        env.update(tcache_off_env(env))
+        # its own session: a Ctrl-C in the caller's terminal is the caller's to handle; the
+        # server ends when the caller's end of the socket pair closes, however it dies
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "curate.sandbox_server", str(theirs.fileno()), ",".join(preload)],
+            pass_fds=[theirs.fileno()], env=env, stdin=subprocess.DEVNULL, start_new_session=True)
+        theirs.close()
+        self.sock = mine
+        self.pid = os.getpid()
+        mine.settimeout(SERVER_START_TIMEOUT_S)
+        try:
+            ready = mine.recv(16)
+        except OSError:
+            ready = b""
+        mine.settimeout(None)
+        if ready != b"ready":
+            self.close()
+            raise RuntimeError(f"the sandbox server did not start (exit code {self.proc.poll()})")
+
+    def usable(self) -> bool:
+        if self.pid == os.getpid():
+            return self.proc.poll() is None
+        # a forked child of the caller (verl's prime manager forks a process pool) shares
+        # the caller's server: the socket pair is inherited and each request is one message
+        try:
+            os.kill(self.proc.pid, 0)
+            return True
+        except OSError:
+            return False
+
+    def open_task(self, payload: bytes) -> tuple[mpc.Connection, mpc.Connection]:
+        import socket
+
+        ctl_mine, ctl_theirs = socket.socketpair()
+        data_mine, data_theirs = socket.socketpair()
+        try:
+            with _LOCK:
+                socket.send_fds(self.sock, [b"T"], [ctl_theirs.fileno(), data_theirs.fileno()])
+        finally:
+            ctl_theirs.close()
+            data_theirs.close()
+        ctl = mpc.Connection(ctl_mine.detach())
+        ctl.send_bytes(payload)
+        return ctl, mpc.Connection(data_mine.detach())
+
+    def close(self) -> None:
+        self.sock.close()
+        try:
+            self.proc.wait(10)
+        except Exception:
+            self.proc.kill()
+
+
+_LOCK = __import__("threading").Lock()
+_SERVER: _ServerHandle | None = None
+
+
+def _after_fork_in_child() -> None:
+    global _LOCK
+    _LOCK = __import__("threading").Lock()  # another thread may have held it at the fork
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _server(restart: bool = False) -> _ServerHandle:
+    """The running server, started on first use (and again after it died, or in a forked
+    child of the process that started it)."""
+    global _SERVER
+    with _LOCK:
+        if _SERVER is None or restart or not _SERVER.usable():
+            _SERVER = _ServerHandle()
+        return _SERVER
+
+
+def server_pid() -> int | None:
+    """The process id of this process's sandbox server (None before the first task)."""
+    return _SERVER.proc.pid if _SERVER is not None and _SERVER.usable() else None
 
 
 def kill_tree(p) -> None:

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from curate.reward import RewardConfig, compute_score, score_result
+from curate.reward import RewardConfig, compute_score, compute_score_batch, score_result
 from curate.verify import VerifyResult
 from verify_fixtures import SMALL_SPEC, candidate, kernelbench, reply
 
@@ -69,3 +69,63 @@ def test_score_result_caps_the_speedup():
     cfg = RewardConfig(baseline="inductor", max_speedup=2.0)
     vs = VerifyResult(compiled=True, correct=True, speedup_vs_eager=5.0, speedup_vs_inductor=1.5)
     assert score_result(vs, cfg)["score"] == pytest.approx(0.1 + 0.3 + 0.2 * 1.5)
+
+
+def test_unparsable_reply_is_scored_without_a_worker():
+    import time
+
+    t = time.monotonic()
+    out = compute_score("curate/test", reply(candidate("relu_syntax_error")), RELU, INFO)
+    assert time.monotonic() - t < 0.5
+    assert out["score"] == 0.0 and out["reason"].startswith("candidate failed to load: SyntaxError")
+    out = compute_score("curate/test", reply("import torch\nclass Model2(torch.nn.Module):\n    pass\n"), RELU, INFO)
+    assert out["reason"] == "candidate failed to load: no class ModelNew defined"
+
+
+# a candidate that replaces torch.relu process-wide: in a reused worker, the next call's
+# reference would compute zeros and a zeros kernel would match it
+PATCH_RELU = candidate("relu_zeros") + "\n\ntorch.relu = lambda x: torch.zeros_like(x)\n"
+
+
+def test_persistent_worker_is_retired_after_a_candidate_patches_torch():
+    from curate.verify import make_config
+    from curate.verify.pool import VerifierPool
+
+    pool = VerifierPool(workers=1, device="cpu", mem_mb=8192)
+    try:
+        def run(code):
+            return pool.verify(RELU, code, make_config(input_spec=SMALL_SPEC, device="cpu", time_it=False),
+                               120, "relu")
+
+        first = run(candidate("relu_triton"))
+        again = run(candidate("relu_triton"))
+        assert first.correct and again.correct and "worker_retired" not in again.details
+        patched = run(PATCH_RELU)
+        assert not patched.correct and "torch.relu" in patched.details["worker_retired"]
+        after = run(candidate("relu_zeros"))  # a fresh worker: the reference is real ReLU again
+        assert not after.correct and "wrong output" in after.reason
+        assert run(candidate("relu_triton")).correct
+    finally:
+        pool.close()
+
+
+def test_batch_entry_point_and_prime_style_reading():
+    replies = [reply(candidate("relu_triton")), reply(candidate("relu_zeros")), "no code here"]
+    out = compute_score_batch(["curate/test"] * 3, replies, [RELU] * 3, [INFO] * 3, time_it=False)
+    assert [o["correct"] for o in out] == [True, False, False]
+    assert [o[0] for o in out] == pytest.approx([0.4, 0.1, 0.0])  # verl's prime reads result[0]
+    assert float(out[0]) == pytest.approx(0.4) and isinstance(out[0], dict)
+    with pytest.raises(ValueError):
+        compute_score_batch(["curate/test"], replies, [RELU] * 3, None)
+
+
+def test_time_limit_comes_from_the_problem():
+    from curate.reward import default_timeout_s
+    from curate.verify import make_config
+
+    cfg = make_config(device="cpu", time_it=True, warmup=3, trials=100)  # CUDA's defaults
+    cfg["device"] = "cuda"  # the arithmetic only; nothing runs
+    fast, slow = default_timeout_s(cfg, "import triton", 0.1), default_timeout_s(cfg, "import triton", 20.0)
+    assert 45 < fast < 60 < slow  # 45 s of building plus 10x the reference for every forward
+    assert default_timeout_s(cfg, "load_inline(...)", 0.1) > 150
+    assert default_timeout_s(cfg, "import triton", None) < 300

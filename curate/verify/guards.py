@@ -92,15 +92,19 @@ class LaunchCounter:
         return call
 
     def install(self) -> None:
-        """Patch Triton's launch paths and ``cpp_extension.load_inline``/``load``."""
+        """Patch Triton's launch paths and ``cpp_extension.load_inline``/``load``
+        (:meth:`uninstall` puts the originals back, for a worker that verifies again)."""
+        self._saved: list[tuple[Any, str, Any]] = []
         try:
             from triton.runtime.jit import JITFunction
+            self._saved.append((JITFunction, "run", JITFunction.__dict__["run"]))
             JITFunction.run = self._wrap_run(JITFunction.run)
             self.installed.append("triton.JITFunction")
         except ImportError:
             pass
         try:
             from triton.runtime.interpreter import InterpretedFunction
+            self._saved.append((InterpretedFunction, "run", InterpretedFunction.__dict__["run"]))
             InterpretedFunction.run = self._wrap_run(InterpretedFunction.run)
             self.installed.append("triton.InterpretedFunction")
         except ImportError:
@@ -109,6 +113,7 @@ class LaunchCounter:
 
         for name in ("load_inline", "load"):
             original = getattr(cpp, name)
+            self._saved.append((cpp, name, original))
             counter = self
 
             def loader(*args, _original=original, **kwargs):
@@ -118,6 +123,13 @@ class LaunchCounter:
             loader.__wrapped__ = original
             setattr(cpp, name, loader)
             self.installed.append(f"cpp_extension.{name}")
+
+
+    def uninstall(self) -> None:
+        """Restore what :meth:`install` patched (in reverse order)."""
+        for owner, name, original in reversed(getattr(self, "_saved", [])):
+            setattr(owner, name, original)
+        self._saved = []
 
 
 def _on_side_stream() -> bool:
@@ -235,3 +247,74 @@ def tampered(before: dict[str, int], after: dict[str, int]) -> list[str]:
 def python_threads() -> int:
     """Live Python threads (a candidate must not leave any behind)."""
     return threading.active_count()
+
+
+#: Namespaces whose callables a persistent verification worker watches across calls: a
+#: candidate that replaces one of them (``torch.relu = ...``) would change what the next
+#: call's reference computes, so the worker is retired instead of reused.
+_WATCHED = ("torch", "torch.nn.functional", "torch.Tensor", "torch.nn.Module", "torch.cuda",
+            "torch.linalg", "torch.fft", "torch.special", "torch._C._VariableFunctions",
+            "torch._C._nn", "torch._C.TensorBase", "builtins", "time", "math", "random")
+
+
+def _settings() -> dict[str, Any]:
+    cudnn = torch.backends.cudnn
+    return {
+        "default_dtype": str(torch.get_default_dtype()), "grad": torch.is_grad_enabled(),
+        "matmul_precision": torch.get_float32_matmul_precision(),
+        "deterministic": torch.are_deterministic_algorithms_enabled(),
+        "cudnn": (cudnn.enabled, cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32),
+        "cuda_tf32": torch.backends.cuda.matmul.allow_tf32,
+        "threads": torch.get_num_threads(),
+        "function_modes": torch._C._len_torch_function_stack(),
+        "dispatch_modes": torch._C._len_torch_dispatch_stack(),
+        "global_hooks": sum(len(getattr(torch.nn.modules.module, h, {})) for h in (
+            "_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks",
+            "_global_module_registration_hooks", "_global_parameter_registration_hooks",
+            "_global_buffer_registration_hooks")),
+    }
+
+
+def process_state() -> dict[str, Any]:
+    """What one call's candidate could leave behind for the next call in the same process:
+    the identities of the callables in :data:`_WATCHED` (and of every ``nn`` layer's
+    ``forward``), torch's global settings, pushed torch function/dispatch modes, global
+    module hooks, tracing functions and live Python threads. Compare with :func:`changed`."""
+    import importlib
+    import sys
+
+    ids: dict[str, int] = {}
+    for name in _WATCHED:
+        head, _, tail = name.partition(".")
+        try:
+            obj = importlib.import_module(head)
+            for part in tail.split(".") if tail else []:
+                obj = getattr(obj, part)
+        except (ImportError, AttributeError):
+            continue
+        space = getattr(obj, "__dict__", None)
+        if not isinstance(space, dict) and space is not None:
+            space = dict(space)  # a class's mappingproxy
+        if space is None:
+            # attributes looked up through an instance: dunders are new bound wrappers each time
+            space = {a: getattr(obj, a, None) for a in dir(obj) if not a.startswith("__")}
+        for attr, value in list(space.items()):
+            if callable(value) or isinstance(value, (staticmethod, classmethod, property)):
+                ids[f"{name}.{attr}"] = id(value)
+    for attr, cls in list(vars(torch.nn).items()):
+        if isinstance(cls, type) and issubclass(cls, torch.nn.Module):
+            ids[f"torch.nn.{attr}.forward"] = id(cls.__dict__.get("forward"))
+    return {"ids": ids, "settings": _settings(), "threads": python_threads(),
+            "trace": (sys.gettrace() is not None, sys.getprofile() is not None)}
+
+
+def changed(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
+    """What differs between two :func:`process_state` results (labels; empty when nothing)."""
+    out = [k for k, v in before["ids"].items() if after["ids"].get(k) != v]
+    out += [f"new {k}" for k in after["ids"] if k not in before["ids"]]
+    out += [f"setting {k}" for k, v in before["settings"].items() if after["settings"].get(k) != v]
+    if after["threads"] > before["threads"]:
+        out.append(f"{after['threads'] - before['threads']} thread(s) left running")
+    if after["trace"] != before["trace"]:
+        out.append("sys.settrace/setprofile")
+    return sorted(out)

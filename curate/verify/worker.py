@@ -129,7 +129,8 @@ def _use_triton_interpreter() -> None:
         import triton.language  # noqa: F401  (re-imported under the interpreter)
 
 
-def verify_task(reference_code: str, candidate_code: str, cfg: dict[str, Any]) -> dict[str, Any]:
+def verify_task(reference_code: str, candidate_code: str, cfg: dict[str, Any],
+                cache: dict | None = None) -> dict[str, Any]:
     """Verify one candidate against one reference; see :func:`curate.verify.verify`.
 
     Args:
@@ -137,6 +138,9 @@ def verify_task(reference_code: str, candidate_code: str, cfg: dict[str, Any]) -
             ``input_spec`` (list or None), ``shape_variants`` (list of ``{"input_spec",
             "init_args"}``), ``tolerance`` (``[atol, rtol, rel_l2]`` or None), ``time_it``,
             ``inductor``, ``allow_compile``, ``warmup``, ``trials``, ``suspicious_speedup``.
+        cache: a persistent worker's per-problem state (see :func:`serve`): the reference's
+            loaded namespace and its timings are kept there across calls; its model, inputs
+            and outputs are built afresh on every call (from that call's seed).
     Returns:
         A plain dict with the fields of :class:`curate.verify.VerifyResult` plus
         ``reference_error`` (bool: the reference itself failed).
@@ -156,7 +160,7 @@ def verify_task(reference_code: str, candidate_code: str, cfg: dict[str, Any]) -
     tol = Tolerance(*cfg["tolerance"]) if cfg.get("tolerance") else None
     with torch.no_grad():
         try:
-            ref = _reference_phase(reference_code, cfg, device, det)
+            ref = _reference_phase(reference_code, cfg, device, det, cache)
         except BaseException as exc:  # mined code may even raise SystemExit
             res.update(reference_error=True, reason=f"reference failed: {_short(exc)}")
             det["traceback"] = traceback.format_exc(limit=-4)[-2000:]
@@ -174,8 +178,30 @@ def verify_task(reference_code: str, candidate_code: str, cfg: dict[str, Any]) -
     return res
 
 
-def _reference_phase(code: str, cfg: dict, device: str, det: dict) -> dict[str, Any]:
-    ns = load_problem(code, "reference")
+def _problem_state(code: str, cfg: dict, device: str, cache: dict | None) -> dict[str, Any]:
+    """The reference's loaded namespace and a slot for its timings, cached per problem."""
+    if cache is None:
+        return {"ns": load_problem(code, "reference"), "timings": {}}
+    import hashlib
+
+    key = hashlib.sha256(f"{device}\0{code}".encode()).hexdigest()
+    state = cache.pop(key, None)  # re-inserted last: the dict is kept in LRU order
+    if state is None:
+        state = {"ns": load_problem(code, "reference"), "timings": {}}
+    cache[key] = state
+    while len(cache) > PROBLEMS_KEPT:
+        cache.pop(next(iter(cache)))
+    return state
+
+
+#: Problems whose reference state one persistent worker keeps (least recently used go first).
+PROBLEMS_KEPT = 16
+
+
+def _reference_phase(code: str, cfg: dict, device: str, det: dict,
+                     cache: dict | None = None) -> dict[str, Any]:
+    state = _problem_state(code, cfg, device, cache)
+    ns = state["ns"]
     init = list(cfg["init_args"]) if cfg.get("init_args") is not None else list(ns["get_init_inputs"]())
     seed, spec = cfg["seed"], cfg.get("input_spec")
     model = _build(ns["Model"], init, device, seed)
@@ -209,7 +235,12 @@ def _reference_phase(code: str, cfg: dict, device: str, det: dict) -> dict[str, 
     det["reference_ops"] = sorted(recorder.compute_ops())
     det["reference_mutates_inputs"] = any(d["after"] is not None for d in done)
     eager_ms = inductor_ms = None
-    if cfg["time_it"]:
+    timing_key = repr((init, spec, cfg["warmup"], cfg["trials"], bool(cfg["inductor"])))
+    cached = state["timings"].get(timing_key)
+    if cfg["time_it"] and cached is not None:  # the baseline was timed by an earlier call
+        eager_ms, inductor_ms = cached["eager_ms"], cached["inductor_ms"]
+        det.update(cached["details"], reference_timing_cached=True)
+    elif cfg["time_it"]:
         xs = _make_inputs(ns, spec, device, seed)
         t = _time(model, xs, device, cfg["warmup"], cfg["trials"])
         eager_ms = t["median_ms"]
@@ -223,6 +254,9 @@ def _reference_phase(code: str, cfg: dict, device: str, det: dict) -> dict[str, 
             except Exception as exc:  # the baseline failing must not sink the candidate
                 det["inductor_error"] = _short(exc)
         del xs
+        state["timings"][timing_key] = {
+            "eager_ms": eager_ms, "inductor_ms": inductor_ms,
+            "details": {k: det[k] for k in ("eager_timing", "inductor_timing", "inductor_error") if k in det}}
     return {"ns": ns, "init": init, "spec": spec, "sets": done, "ops": recorder.compute_ops(),
             "eager_ms": eager_ms, "inductor_ms": inductor_ms}
 
@@ -245,10 +279,18 @@ def _guard_snapshot() -> dict[str, int]:
 
 def _candidate_phase(code: str, ref: dict, cfg: dict, device: str, tol: Tolerance | None,
                      res: dict[str, Any]) -> None:
-    det = res["details"]
-    allow_compile = cfg["allow_compile"]
     counter = LaunchCounter()
     counter.install()
+    try:
+        _candidate_checks(code, ref, cfg, device, tol, res, counter)
+    finally:  # a persistent worker verifies again: its next call installs afresh
+        counter.uninstall()
+
+
+def _candidate_checks(code: str, ref: dict, cfg: dict, device: str, tol: Tolerance | None,
+                      res: dict[str, Any], counter: LaunchCounter) -> None:
+    det = res["details"]
+    allow_compile = cfg["allow_compile"]
     det["launch_hooks"] = counter.installed
     before = _guard_snapshot()
     threads0 = python_threads()
@@ -394,3 +436,45 @@ def _dynamo_graphs() -> int:
     if dynamo is None:
         return 0
     return int(dynamo.counters["stats"]["unique_graphs"])
+
+
+def serve(conn, device: str) -> None:
+    """A persistent verification worker's loop (run by :meth:`curate.sandbox.Sandbox.start_worker`).
+
+    Each request is ``(reference_code, candidate_code, cfg)`` (as for :func:`verify_task`);
+    None ends the loop. The answer is ``("ok", {"result": <verify_task dict>, "retire": [...]},
+    "")``: ``retire`` lists what the candidate left changed in this process
+    (:func:`curate.verify.guards.process_state`): a replaced torch function, a global
+    setting, a thread, a pushed mode. The pool then stops this worker, so no candidate can
+    influence a later call's reference. The CUDA context, Triton's and Inductor's in-memory
+    caches and each problem's loaded reference and baseline timings stay across calls.
+    """
+    cache: dict = {}
+    if device.startswith("cuda"):
+        torch.cuda.init()
+    elif device == "cpu":
+        _use_triton_interpreter()
+    poison_host_allocations()
+    baseline = None
+    while True:
+        request = conn.recv()
+        if request is None:
+            return
+        reference_code, candidate_code, cfg = request
+        if baseline is None:
+            baseline = _guards.process_state()
+        try:
+            result = verify_task(reference_code, candidate_code, cfg, cache)
+        except MemoryError as exc:
+            conn.send(("memory", None, f"MemoryError: {exc}"))
+            return
+        except BaseException as exc:  # untrusted code: the worker cannot be trusted after this
+            conn.send(("error", None, f"{type(exc).__name__}: {exc}\n{traceback.format_exc(limit=-3)[-2000:]}"))
+            return
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+        retire = _guards.changed(baseline, _guards.process_state())
+        conn.send(("ok", {"result": result, "retire": retire}, ""))
+        if retire:
+            return

@@ -1,0 +1,153 @@
+"""Persistent verification workers: the reward's fast path.
+
+A one-shot verification (:func:`curate.verify.verify`) forks a fresh sandbox process per
+candidate, which then pays for CUDA's context, the reference's load and its baseline timings
+every time. A :class:`VerifierPool` keeps up to ``workers`` sandboxed processes alive
+(:meth:`curate.sandbox.Sandbox.start_worker` running :func:`curate.verify.worker.serve`):
+each keeps its CUDA context, Triton's and Inductor's caches and, per problem, the loaded
+reference and its baseline timings. Every call still draws a fresh seed, so the reference's
+model, inputs and outputs are new each time. Calls for a problem go to a worker that already
+holds it when one is free.
+
+Isolation: a candidate that crashes, hangs past its time limit or runs out of memory ends
+its own worker only (the next call starts a fresh one); a candidate that leaves the process
+changed (a replaced torch function, a global setting, a thread: see
+:func:`curate.verify.guards.process_state`) gets its result, and its worker is retired.
+Workers are also retired after ``max_calls`` calls. Thread-safe: any number of threads may
+call :meth:`VerifierPool.verify` at once; ``workers`` of them verify at a time.
+
+Imports only the standard library (workers import torch and triton).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import Any
+
+from curate.sandbox import MEMORY, OK, Outcome, Sandbox, Worker
+from curate.verify.verifier import VerifyResult, _from_outcome
+
+
+class VerifierPool:
+    """Up to ``workers`` persistent verification workers for one device.
+
+    Args:
+        workers: workers at once (default: ``CURATE_REWARD_WORKERS``, else 8 on CUDA and
+            the CPU count, at most 8, on the CPU).
+        device: ``"cpu"`` or ``"cuda"`` (resolved, not ``"auto"``).
+        mem_mb: address-space budget per worker on top of its start size (MiB); None: no
+            limit (CUDA's default: the driver reserves huge address ranges).
+        max_calls: calls after which a worker is replaced (bounds slow leaks).
+    """
+
+    def __init__(self, workers: int | None = None, device: str = "cpu", mem_mb: int | None = None,
+                 max_calls: int = 500):
+        env = os.environ.get("CURATE_REWARD_WORKERS")
+        default = 8 if device.startswith("cuda") else min(8, os.cpu_count() or 1)
+        self.workers = max(1, int(workers or (int(env) if env else default)))
+        self.device = device
+        self.mem_mb = mem_mb
+        self.max_calls = max_calls
+        self._cond = threading.Condition()
+        self._idle: list[tuple[Worker, set[str]]] = []  # (worker, problems it holds)
+        self._count = 0  # workers alive or starting, idle or busy
+        self._closed = False
+
+    def verify(self, reference_code: str, candidate_code: str, cfg: dict[str, Any],
+               timeout_s: float, problem_key: str) -> VerifyResult:
+        """Verify one candidate in a persistent worker (``cfg`` from
+        :func:`curate.verify.make_config` for this pool's device).
+
+        Returns:
+            The :class:`VerifyResult`; ``details["worker_retired"]`` names what a candidate
+            left changed, when it did. Never raises for a failing candidate or worker.
+        """
+        worker, held = self._acquire(problem_key)
+        start = time.monotonic()
+        try:
+            outcome = worker.call((reference_code, candidate_code, cfg), timeout_s)
+        except RuntimeError as exc:  # the worker was closed under us (pool closed)
+            outcome = Outcome("crash", None, str(exc), time.monotonic() - start)
+        retire: list[str] = []
+        if outcome.status == OK:
+            retire = list(outcome.value.get("retire") or [])
+            outcome = Outcome(OK, outcome.value["result"], "", outcome.seconds)
+        elif outcome.status == "error" and "MemoryError" in outcome.error:
+            outcome = Outcome(MEMORY, None, outcome.error, outcome.seconds)
+        result = _from_outcome(outcome, cfg)
+        if retire:
+            result.details["worker_retired"] = retire
+        keep = outcome.status == OK and not retire and worker.alive and worker.calls < self.max_calls
+        self._release(worker, held | {problem_key}, keep)
+        return result
+
+    def _acquire(self, key: str) -> tuple[Worker, set[str]]:
+        with self._cond:
+            while True:
+                if self._closed:
+                    raise RuntimeError("verifier pool is closed")
+                for i, (w, held) in enumerate(self._idle):
+                    if key in held:
+                        return self._idle.pop(i)
+                if self._count < self.workers:
+                    self._count += 1
+                    break
+                if self._idle:  # a free worker that holds other problems
+                    return self._idle.pop(0)
+                self._cond.wait()
+        try:
+            sandbox = Sandbox(workers=1, timeout_s=600, mem_mb=self.mem_mb)
+            from curate.verify.worker import serve
+
+            return sandbox.start_worker(serve, self.device), set()
+        except BaseException:
+            with self._cond:
+                self._count -= 1
+                self._cond.notify()
+            raise
+
+    def _release(self, worker: Worker, held: set[str], keep: bool) -> None:
+        if not keep:
+            worker.close()
+        with self._cond:
+            if keep and not self._closed:
+                self._idle.append((worker, set(list(held)[-64:])))
+            else:
+                self._count -= 1
+                if keep:
+                    worker.close()
+            self._cond.notify()
+
+    def close(self) -> None:
+        """Stop every idle worker; busy ones stop when their call returns."""
+        with self._cond:
+            self._closed = True
+            idle, self._idle = self._idle, []
+            self._count -= len(idle)
+            self._cond.notify_all()
+        for w, _ in idle:
+            w.close()
+
+
+_POOLS: dict[tuple, tuple[int, VerifierPool]] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    global _POOLS_LOCK
+    _POOLS_LOCK = threading.Lock()  # another thread may have held it at the fork
+
+
+os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def shared_pool(device: str, mem_mb: int | None, workers: int | None = None) -> VerifierPool:
+    """This process's pool for ``device`` (made on first use; a forked child gets its own)."""
+    key = (device, mem_mb, workers)
+    with _POOLS_LOCK:
+        entry = _POOLS.get(key)
+        if entry is None or entry[0] != os.getpid():
+            entry = _POOLS[key] = (os.getpid(), VerifierPool(workers, device, mem_mb))
+        return entry[1]
