@@ -235,7 +235,8 @@ def _calibrate(rows, parsed, plans, dev, band, mem_budget_mb, timeout_s, journal
         todo.append((i, key, {"code": rows[i]["code"], "init_args": init, "input_spec": spec,
                               "shapes": [] if plan.get("reject") else plan.get("shapes") or [],
                               "band": list(band), "mem_budget_mb": mem_budget_mb,
-                              "deadline_s": timeout_s * DEADLINE_SHARE}))
+                              "deadline_s": timeout_s * DEADLINE_SHARE, "trials": 5, "warmup": 1,
+                              "max_probes": 3}))
     if not todo:
         return out
     worker = PersistentWorker(device=dev, role="calibrate", mem_mb=None)
