@@ -86,7 +86,8 @@ def _variants(row: dict, k: int) -> list[dict]:
                         base_problem_id=row["problem_id"], input_spec=dumps(s),
                         code=replace_inputs(row["code"], s, init_args),
                         est_flops=float(numel), est_bytes=8 * numel,
-                        shape_variants=dumps([[spec[0]["shape"][0] * 2**j, *spec[0]["shape"][1:]]
+                        shape_variants=dumps([[dict(spec[0], shape=[spec[0]["shape"][0] * 2**j,
+                                                                    *spec[0]["shape"][1:]])]
                                               for j in range(k)])))
     return out
 
