@@ -17,9 +17,11 @@ import yaml
 from curate.export import run
 from curate.export.card import dataset_license, licence_id, size_category
 from curate.export.prompt import build_prompt
+from curate.export.tokens import count_tokens
 from curate.export.split import SPLITS, add_split, assign_splits, split_groups
 from curate.export.columns import normalize
-from curate.problem import assemble, dumps, load_problem
+from curate.problem import (INPUTS_MARKER, assemble, dumps, load_problem, plain_input_spec,
+                            plain_shape_variants)
 from curate.table import Rejections, read_problems, source_struct, write_stage
 
 HEADER = """\
@@ -169,6 +171,23 @@ def read_card(path: Path) -> tuple[dict, str]:
     return yaml.safe_load(head), body
 
 
+def _datasets_log() -> list[str]:
+    """Messages ``datasets`` logs from now on (it logs through its own logger, not warnings)."""
+    import logging
+
+    import datasets
+
+    messages: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            messages.append(record.getMessage())
+
+    datasets.logging.set_verbosity_warning()
+    datasets.logging.get_logger("datasets").addHandler(Keep(logging.WARNING))
+    return messages
+
+
 def test_export_end_to_end(tmp_path):
     import datasets
 
@@ -196,13 +215,46 @@ def test_export_end_to_end(tmp_path):
                 assert not bases[a] & bases[b], (a, b)
     assert {s: len(c) for s, c in clusters.items()} == stats["clusters_per_split"]
     assert all(set(dd[s]["split"]) == {s} for s in SPLITS)
-    # the HF dataset and the parquet copy hold the same rows; columns from every stage survive
+    # the HF dataset and the parquet copy hold the same rows; columns from every stage survive,
+    # the trainer's in the default config and the internals in `measurements`
+    ranked = {r["problem_id"]: r for r in rank.iter_rows(named=True)}
     for s in SPLITS:
         pq = pl.read_parquet(exp / "parquet" / f"{s}.parquet")
+        ms = pl.read_parquet(exp / "measurements" / f"{s}.parquet")
         assert sorted(pq["problem_id"].to_list()) == sorted(dd[s]["problem_id"])
-        for col in ("eager_ms", "difficulty", "shape_variants", "is_representative", "source"):
+        assert ms["problem_id"].to_list() == pq["problem_id"].to_list()
+        for col in ("code", "prompt", "prompt_tokens", "eager_ms", "difficulty", "shape_variants",
+                    "input_spec", "init_args", "gpu", "source", "split"):
             assert col in pq.columns
-    ranked_codes = dict(zip(rank["problem_id"].to_list(), rank["code"].to_list()))
+        for col in ("is_representative", "pass_rate", "peak_mem_mb", "pruned"):
+            assert col in ms.columns and col not in pq.columns
+        # structured columns hold the same specs the rank stage had as JSON, and plain_*
+        # turns them back into the form the verifier takes
+        for row in dd[s]:
+            src = ranked[row["problem_id"]]
+            assert isinstance(row["input_spec"], list) and isinstance(row["shape_variants"], list)
+            assert plain_input_spec(row["input_spec"]) == json.loads(src["input_spec"])
+            assert [v["input_spec"] for v in plain_shape_variants(row["shape_variants"])] == \
+                json.loads(src["shape_variants"])
+            assert row["prompt"] == build_prompt(row["code"])
+            assert row["prompt_tokens"] == count_tokens([row["prompt"]])[0] > 100
+    # every config loads with datasets' own loader from the folder, sizes from the card intact
+    messages = _datasets_log()
+    for config, n_cols in (("default", None), ("measurements", None), ("verl", 5)):
+        loaded = datasets.load_dataset(str(exp), config, cache_dir=str(tmp_path / "hf-cache"))
+        assert {s: loaded[s].num_rows for s in SPLITS} == stats["rows_per_split"]
+        assert all(loaded[s].info.splits[s].num_bytes > 0 for s in SPLITS)
+        assert n_cols is None or len(loaded["train"].column_names) == n_cols
+    assert not [m for m in messages if "dataset_info" in m or "split" in m.lower()], messages
+    ranked_codes = {pid: r["code"] for pid, r in ranked.items()}
+    exported_codes = {r["problem_id"]: r["code"] for s in SPLITS for r in dd[s]}
+    # pruning: every base problem's program lost its docstrings and unreached definitions,
+    # kept Model's provenance line and the inputs block, and was proven identical in a sandbox
+    assert stats["prune"]["pruned"] == stats["prune"]["bodies"] == len(MODULES)
+    for pid, code in exported_codes.items():
+        assert len(code) < len(ranked_codes[pid])
+        assert "Reference problem" not in code or "licence" in code
+        assert code.partition(INPUTS_MARKER)[2] == ranked_codes[pid].partition(INPUTS_MARKER)[2]
 
     # the verl view
     for s in SPLITS:
@@ -216,7 +268,9 @@ def test_export_end_to_end(tmp_path):
             code = row["reward_model"]["ground_truth"]
             assert row["reward_model"]["style"] == "rule"
             info = row["extra_info"]
-            assert code == ranked_codes[info["problem_id"]]
+            assert code == exported_codes[info["problem_id"]]
+            assert msg["content"] == build_prompt(code)
+            assert info["prompt_tokens"] == count_tokens([msg["content"]])[0]
             assert code.strip() in msg["content"] and "ModelNew" in msg["content"]
             assert info["split"] == s and info["index"] == i
             assert json.loads(info["input_spec"])[0]["kind"] == "tensor"
@@ -236,8 +290,13 @@ def test_export_end_to_end(tmp_path):
         s: f"parquet/{s}.parquet" for s in SPLITS}
     for f in default["data_files"]:
         assert (exp / f["path"]).is_file()
-    info = next(i for i in meta["dataset_info"] if i["config_name"] == "default")
-    assert {x["name"]: x["num_examples"] for x in info["splits"]} == stats["rows_per_split"]
+    assert [c["config_name"] for c in meta["configs"]] == ["default", "measurements", "verl"]
+    for info in meta["dataset_info"]:
+        assert {x["name"]: x["num_examples"] for x in info["splits"]} == stats["rows_per_split"]
+        assert all(x["num_bytes"] > 0 for x in info["splits"]), info
+    t = stats["prompt_tokens"]
+    assert t["tokenizer"] == "o200k_base" and t["median"] <= t["p90"] <= t["max"]
+    assert f"median {t['median']:,}, 90th percentile {t['p90']:,}, max {t['max']:,}" in body
     # rows per stage and rejection reasons come from each stage's stats.json
     assert "| mine | 9 | 8 | 1 |" in body
     assert "| mine | synthesis_failed | 1 |" in body
@@ -348,3 +407,24 @@ def test_bad_input_gives_clear_errors(tmp_path):
         run(out=tmp_path, source=tmp_path / "x" / "t.parquet")
     with pytest.raises(ValueError, match="fraction"):
         run(out=tmp_path, source=tmp_path / "x" / "t.parquet", test_fraction=1.0)
+
+
+def test_max_prompt_tokens_rejects_long_prompts_with_a_reason(tmp_path):
+    out = build_run(tmp_path, missing_code=False)
+    full = run(out=out)
+    tokens = sorted(pl.read_parquet(out / "export" / "problems")["prompt_tokens"].to_list())
+    limit = tokens[len(tokens) // 2]
+    stats = run(out=out, max_prompt_tokens=limit)
+    over = sum(t > limit for t in tokens)
+    assert 0 < over < len(tokens)
+    assert stats["rejected_by_reason"] == {"prompt_too_long": over}
+    assert stats["kept"] + stats["rejected"] == stats["in"] == full["kept"]
+    rejected = pl.read_parquet(out / "export" / "rejected")
+    assert set(rejected["reject_reason"]) == {"prompt_too_long"}
+    assert all(f"> {limit}" in d for d in rejected["reject_detail"])
+    kept = pl.read_parquet(out / "export" / "problems")
+    assert kept["prompt_tokens"].max() <= limit
+    # the second export reused the first one's proofs: no program ran again
+    assert stats["prune"]["checked"] == 0 and stats["prune"]["pruned"] == full["prune"]["pruned"]
+    with pytest.raises(ValueError, match="max_prompt_tokens"):
+        run(out=out, max_prompt_tokens=0)
