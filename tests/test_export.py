@@ -428,3 +428,93 @@ def test_max_prompt_tokens_rejects_long_prompts_with_a_reason(tmp_path):
     assert stats["prune"]["checked"] == 0 and stats["prune"]["pruned"] == full["prune"]["pruned"]
     with pytest.raises(ValueError, match="max_prompt_tokens"):
         run(out=out, max_prompt_tokens=0)
+
+
+class _FakeHub:
+    """A Hugging Face Hub stand-in on 127.0.0.1: answers repo creation, card validation,
+    pre-upload and commits, records every request; anything else gets 404."""
+
+    def __init__(self):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.seen: list[tuple[str, str, bytes]] = []
+        hub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _reply(self, code, obj):
+                data = json.dumps(obj).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                hub.seen.append(("GET", self.path, b""))
+                if self.path.split("?")[0] == "/api/datasets/user/kernels":
+                    return self._reply(200, {"id": "user/kernels", "sha": "0" * 40, "private": False,
+                                             "siblings": [{"rfilename": "README.md"}]})
+                self._reply(404, {"error": "not found"})
+
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else b""
+                hub.seen.append(("POST", self.path, body))
+                if self.path == "/api/repos/create":
+                    return self._reply(200, {"url": f"{hub.endpoint}/datasets/user/kernels"})
+                if self.path == "/api/validate-yaml":
+                    return self._reply(200, {"errors": [], "warnings": []})
+                if "/preupload/" in self.path:
+                    return self._reply(200, {"files": [
+                        {"path": f["path"], "uploadMode": "regular", "shouldIgnore": False}
+                        for f in json.loads(body)["files"]]})
+                if "/commit/" in self.path:
+                    return self._reply(200, {"commitUrl": f"{hub.endpoint}/datasets/user/kernels/commit/0",
+                                             "commitOid": "0" * 40})
+                self._reply(404, {"error": "not found"})
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_push_to_hub_goes_through_datasets_upload(tmp_path):
+    """`curate export --push-to-hub` against a Hub stand-in on the loopback: the repository is
+    created as a dataset, the card is committed, and datasets' own push_to_hub sends each
+    split's parquet; the stand-in cannot serve the rest, so the command fails with one line."""
+    import os
+    import subprocess
+    import sys
+
+    out = build_run(tmp_path / "run")
+    hub = _FakeHub()
+    try:
+        env = dict(os.environ, HF_ENDPOINT=hub.endpoint, HF_TOKEN="hf_not_a_real_token",
+                   HF_HUB_DISABLE_TELEMETRY="1")
+        env.pop("CURATE_DEBUG", None)
+        proc = subprocess.run([sys.executable, "-m", "curate.cli", "export", "--out", str(out),
+                               "--push-to-hub", "user/kernels", "--no-prune"],
+                              env=env, capture_output=True, text=True, timeout=300,
+                              cwd=Path(__file__).resolve().parents[1])
+    finally:
+        hub.close()
+    assert proc.returncode == 2, proc.stderr
+    assert "push to user/kernels failed" in proc.stderr
+    assert (out / "export" / "README.md").is_file()  # the local export is complete anyway
+    posts = [(p, b) for m, p, b in hub.seen if m == "POST"]
+    create = [json.loads(b) for p, b in posts if p == "/api/repos/create"]
+    assert create and create[0]["type"] == "dataset"
+    assert (create[0]["organization"], create[0]["name"]) == ("user", "kernels")
+    commits = [b for p, b in posts if p == "/api/datasets/user/kernels/commit/main"]
+    assert any(b'"path": "README.md"' in b or b'"path":"README.md"' in b for b in commits)
+    uploaded = {f["path"] for p, b in posts if p == "/api/datasets/user/kernels/preupload/main"
+                for f in json.loads(b)["files"]}
+    assert {f"data/{s}-00000-of-00001.parquet" for s in SPLITS} <= uploaded, uploaded
