@@ -42,8 +42,7 @@ ROOTS = ("Model", "get_inputs", "get_init_inputs")
 #: Longest ``Model`` docstring (characters) kept as the problem's provenance header.
 MAX_HEADER_DOC = 500
 #: Names whose use makes module-level name lookups dynamic: every definition is kept.
-DYNAMIC_NAMES = frozenset({"globals", "vars", "locals", "eval", "exec", "__import__",
-                           "importlib", "__dict__", "__getattr__"})
+DYNAMIC_NAMES = frozenset({"globals", "vars", "locals", "eval", "exec", "__import__", "importlib"})
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: Bump when the pass changes: cached checks of an older pass are redone.
 PRUNE_VERSION = 1

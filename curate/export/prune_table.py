@@ -94,7 +94,7 @@ def prune_codes(df: pl.DataFrame, cache: Path | None = None, workers: int | None
                          {"same": False, "detail": f"original failed: {outcome.status}: "
                                                    f"{outcome.error.splitlines()[0] if outcome.error else ''}"[:300]})
                 value = dict(value, pruned_head=pruned.partition(INPUTS_MARKER)[0] if value["same"] else None)
-                if out:
+                if out and (outcome.ok or outcome.status == "error"):  # not a timeout of a busy machine
                     out.write(json.dumps({"key": key, "value": value}) + "\n")
                     out.flush()
                 _apply(value, head, pruned, new_head, kept)
