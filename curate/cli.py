@@ -241,13 +241,23 @@ def export(
     val_fraction: float = typer.Option(0.1, help="Share of dedup clusters in validation."),
     test_fraction: float = typer.Option(0.1, help="Share of dedup clusters in test."),
     seed: int = typer.Option(0, help="Seed of the cluster split."),
+    max_prompt_tokens: Optional[int] = typer.Option(
+        None, help="Reject rows whose prompt has more tokens (reason prompt_too_long)."),
+    prune: bool = typer.Option(True, help="Prune each reference program to what Model and the "
+                               "input functions reach (proven by running both versions)."),
+    workers: Optional[int] = typer.Option(None, help="Processes proving pruned programs (default: CPU count)."),
+    push_to_hub: Optional[str] = typer.Option(
+        None, "--push-to-hub", help="Also upload every config to this Hugging Face dataset repo (USER/NAME)."),
+    private: bool = typer.Option(False, help="Create the Hub repository private (--push-to-hub)."),
 ) -> None:
-    """Split by dedup cluster and write a Hugging Face DatasetDict, parquet, card and verl view."""
+    """Prune, split by dedup cluster and write a Hugging Face DatasetDict, parquet configs,
+    card and verl view; optionally push them to the Hugging Face Hub."""
     from curate.export import run
 
     with _clear_errors():
         _echo_stats(run(out=out, source=source, name=name, val_fraction=val_fraction,
-                        test_fraction=test_fraction, seed=seed))
+                        test_fraction=test_fraction, seed=seed, max_prompt_tokens=max_prompt_tokens,
+                        prune=prune, workers=workers, push_to_hub_repo=push_to_hub, private=private))
 
 
 @app.command("run")

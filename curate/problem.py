@@ -195,3 +195,85 @@ def build_inputs(input_spec: list[dict], device: str = "cpu", seed: int | None =
         else:
             raise ValueError(f"unknown input kind {kind!r}")
     return out
+
+
+#: Fields of an input spec entry as the exported dataset stores it (a struct per argument):
+#: ``value`` is JSON text in ``value_json`` (one column type for ints, floats, strings ...),
+#: keys the struct does not know go, JSON-encoded, to ``extra_json``.
+SPEC_FIELDS = ("kind", "shape", "dtype", "low", "high", "value_json", "extra_json")
+
+
+def spec_record(spec: dict) -> dict:
+    """One input spec entry (see the module docstring) as a flat record of :data:`SPEC_FIELDS`."""
+    extra = {k: v for k, v in spec.items() if k not in ("kind", "shape", "dtype", "low", "high", "value")}
+    return {
+        "kind": spec.get("kind"),
+        "shape": [int(s) for s in spec["shape"]] if spec.get("shape") is not None else None,
+        "dtype": spec.get("dtype"),
+        "low": int(spec["low"]) if spec.get("low") is not None else None,
+        "high": int(spec["high"]) if spec.get("high") is not None else None,
+        "value_json": json.dumps(spec["value"]) if "value" in spec else None,
+        "extra_json": json.dumps(extra, sort_keys=True) if extra else None,
+    }
+
+
+def plain_input_spec(input_spec: Any) -> list[dict] | None:
+    """An input spec in the plain form :func:`render_inputs` takes, from any stored form.
+
+    Accepts a JSON string, a list of plain spec dicts, or a list of records as the exported
+    dataset's ``input_spec`` column holds them (:data:`SPEC_FIELDS`, absent fields None, as
+    ``datasets`` and pyarrow return structs). None stays None.
+
+    Raises:
+        ValueError: not a list of spec entries.
+    """
+    if input_spec is None:
+        return None
+    if isinstance(input_spec, str):
+        input_spec = json.loads(input_spec)
+    if not isinstance(input_spec, (list, tuple)):
+        raise ValueError(f"input spec must be a list, got {type(input_spec).__name__}")
+    out = []
+    for rec in input_spec:
+        if not isinstance(rec, dict) or "kind" not in rec:
+            raise ValueError(f"not an input spec entry: {rec!r}")
+        if "value_json" not in rec and "extra_json" not in rec:
+            out.append(dict(rec))
+            continue
+        spec = {k: rec[k] for k in ("kind", "shape", "dtype", "low", "high") if rec.get(k) is not None}
+        if spec.get("shape") is not None:
+            spec["shape"] = [int(s) for s in spec["shape"]]
+        if rec.get("value_json") is not None:
+            spec["value"] = json.loads(rec["value_json"])
+        if rec.get("extra_json"):
+            spec.update(json.loads(rec["extra_json"]))
+        out.append(spec)
+    return out
+
+
+def plain_shape_variants(shape_variants: Any) -> list[dict]:
+    """Held-out shapes as ``[{"input_spec": [plain spec ...], "init_args": list | None}]``.
+
+    Accepts a JSON string, a list of input specs, or a list of ``{"input_spec",
+    "init_args"}`` dicts whose ``input_spec`` is in any form :func:`plain_input_spec` takes
+    and whose ``init_args`` is a list, JSON text or None (the exported dataset's
+    ``shape_variants`` column). None gives ``[]``.
+
+    Raises:
+        ValueError: an item in none of these forms.
+    """
+    if shape_variants is None:
+        return []
+    if isinstance(shape_variants, str):
+        shape_variants = json.loads(shape_variants) if shape_variants.strip() else []
+    out = []
+    for item in shape_variants:
+        if isinstance(item, dict) and "input_spec" in item:
+            init = item.get("init_args")
+            out.append({"input_spec": plain_input_spec(item["input_spec"]),
+                        "init_args": json.loads(init) if isinstance(init, str) else init})
+        elif isinstance(item, (list, tuple)):
+            out.append({"input_spec": plain_input_spec(item), "init_args": None})
+        else:
+            raise ValueError(f"not a shape variant: {item!r}")
+    return out

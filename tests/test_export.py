@@ -17,9 +17,11 @@ import yaml
 from curate.export import run
 from curate.export.card import dataset_license, licence_id, size_category
 from curate.export.prompt import build_prompt
+from curate.export.tokens import count_tokens
 from curate.export.split import SPLITS, add_split, assign_splits, split_groups
 from curate.export.columns import normalize
-from curate.problem import assemble, dumps, load_problem
+from curate.problem import (INPUTS_MARKER, assemble, dumps, load_problem, plain_input_spec,
+                            plain_shape_variants)
 from curate.table import Rejections, read_problems, source_struct, write_stage
 
 HEADER = """\
@@ -86,7 +88,8 @@ def _variants(row: dict, k: int) -> list[dict]:
                         base_problem_id=row["problem_id"], input_spec=dumps(s),
                         code=replace_inputs(row["code"], s, init_args),
                         est_flops=float(numel), est_bytes=8 * numel,
-                        shape_variants=dumps([[spec[0]["shape"][0] * 2**j, *spec[0]["shape"][1:]]
+                        shape_variants=dumps([[dict(spec[0], shape=[spec[0]["shape"][0] * 2**j,
+                                                                    *spec[0]["shape"][1:]])]
                                               for j in range(k)])))
     return out
 
@@ -168,6 +171,23 @@ def read_card(path: Path) -> tuple[dict, str]:
     return yaml.safe_load(head), body
 
 
+def _datasets_log() -> list[str]:
+    """Messages ``datasets`` logs from now on (it logs through its own logger, not warnings)."""
+    import logging
+
+    import datasets
+
+    messages: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record):
+            messages.append(record.getMessage())
+
+    datasets.logging.set_verbosity_warning()
+    datasets.logging.get_logger("datasets").addHandler(Keep(logging.WARNING))
+    return messages
+
+
 def test_export_end_to_end(tmp_path):
     import datasets
 
@@ -195,13 +215,46 @@ def test_export_end_to_end(tmp_path):
                 assert not bases[a] & bases[b], (a, b)
     assert {s: len(c) for s, c in clusters.items()} == stats["clusters_per_split"]
     assert all(set(dd[s]["split"]) == {s} for s in SPLITS)
-    # the HF dataset and the parquet copy hold the same rows; columns from every stage survive
+    # the HF dataset and the parquet copy hold the same rows; columns from every stage survive,
+    # the trainer's in the default config and the internals in `measurements`
+    ranked = {r["problem_id"]: r for r in rank.iter_rows(named=True)}
     for s in SPLITS:
         pq = pl.read_parquet(exp / "parquet" / f"{s}.parquet")
+        ms = pl.read_parquet(exp / "measurements" / f"{s}.parquet")
         assert sorted(pq["problem_id"].to_list()) == sorted(dd[s]["problem_id"])
-        for col in ("eager_ms", "difficulty", "shape_variants", "is_representative", "source"):
+        assert ms["problem_id"].to_list() == pq["problem_id"].to_list()
+        for col in ("code", "prompt", "prompt_tokens", "eager_ms", "difficulty", "shape_variants",
+                    "input_spec", "init_args", "gpu", "source", "split"):
             assert col in pq.columns
-    ranked_codes = dict(zip(rank["problem_id"].to_list(), rank["code"].to_list()))
+        for col in ("is_representative", "pass_rate", "peak_mem_mb", "pruned"):
+            assert col in ms.columns and col not in pq.columns
+        # structured columns hold the same specs the rank stage had as JSON, and plain_*
+        # turns them back into the form the verifier takes
+        for row in dd[s]:
+            src = ranked[row["problem_id"]]
+            assert isinstance(row["input_spec"], list) and isinstance(row["shape_variants"], list)
+            assert plain_input_spec(row["input_spec"]) == json.loads(src["input_spec"])
+            assert [v["input_spec"] for v in plain_shape_variants(row["shape_variants"])] == \
+                json.loads(src["shape_variants"])
+            assert row["prompt"] == build_prompt(row["code"])
+            assert row["prompt_tokens"] == count_tokens([row["prompt"]])[0] > 100
+    # every config loads with datasets' own loader from the folder, sizes from the card intact
+    messages = _datasets_log()
+    for config, n_cols in (("default", None), ("measurements", None), ("verl", 5)):
+        loaded = datasets.load_dataset(str(exp), config, cache_dir=str(tmp_path / "hf-cache"))
+        assert {s: loaded[s].num_rows for s in SPLITS} == stats["rows_per_split"]
+        assert all(loaded[s].info.splits[s].num_bytes > 0 for s in SPLITS)
+        assert n_cols is None or len(loaded["train"].column_names) == n_cols
+    assert not [m for m in messages if "dataset_info" in m or "split" in m.lower()], messages
+    ranked_codes = {pid: r["code"] for pid, r in ranked.items()}
+    exported_codes = {r["problem_id"]: r["code"] for s in SPLITS for r in dd[s]}
+    # pruning: every base problem's program lost its docstrings and unreached definitions,
+    # kept Model's provenance line and the inputs block, and was proven identical in a sandbox
+    assert stats["prune"]["pruned"] == stats["prune"]["bodies"] == len(MODULES)
+    for pid, code in exported_codes.items():
+        assert len(code) < len(ranked_codes[pid])
+        assert "Reference problem" not in code or "licence" in code
+        assert code.partition(INPUTS_MARKER)[2] == ranked_codes[pid].partition(INPUTS_MARKER)[2]
 
     # the verl view
     for s in SPLITS:
@@ -215,7 +268,9 @@ def test_export_end_to_end(tmp_path):
             code = row["reward_model"]["ground_truth"]
             assert row["reward_model"]["style"] == "rule"
             info = row["extra_info"]
-            assert code == ranked_codes[info["problem_id"]]
+            assert code == exported_codes[info["problem_id"]]
+            assert msg["content"] == build_prompt(code)
+            assert info["prompt_tokens"] == count_tokens([msg["content"]])[0]
             assert code.strip() in msg["content"] and "ModelNew" in msg["content"]
             assert info["split"] == s and info["index"] == i
             assert json.loads(info["input_spec"])[0]["kind"] == "tensor"
@@ -235,8 +290,13 @@ def test_export_end_to_end(tmp_path):
         s: f"parquet/{s}.parquet" for s in SPLITS}
     for f in default["data_files"]:
         assert (exp / f["path"]).is_file()
-    info = next(i for i in meta["dataset_info"] if i["config_name"] == "default")
-    assert {x["name"]: x["num_examples"] for x in info["splits"]} == stats["rows_per_split"]
+    assert [c["config_name"] for c in meta["configs"]] == ["default", "measurements", "verl"]
+    for info in meta["dataset_info"]:
+        assert {x["name"]: x["num_examples"] for x in info["splits"]} == stats["rows_per_split"]
+        assert all(x["num_bytes"] > 0 for x in info["splits"]), info
+    t = stats["prompt_tokens"]
+    assert t["tokenizer"] == "o200k_base" and t["median"] <= t["p90"] <= t["max"]
+    assert f"median {t['median']:,}, 90th percentile {t['p90']:,}, max {t['max']:,}" in body
     # rows per stage and rejection reasons come from each stage's stats.json
     assert "| mine | 9 | 8 | 1 |" in body
     assert "| mine | synthesis_failed | 1 |" in body
@@ -347,3 +407,114 @@ def test_bad_input_gives_clear_errors(tmp_path):
         run(out=tmp_path, source=tmp_path / "x" / "t.parquet")
     with pytest.raises(ValueError, match="fraction"):
         run(out=tmp_path, source=tmp_path / "x" / "t.parquet", test_fraction=1.0)
+
+
+def test_max_prompt_tokens_rejects_long_prompts_with_a_reason(tmp_path):
+    out = build_run(tmp_path, missing_code=False)
+    full = run(out=out)
+    tokens = sorted(pl.read_parquet(out / "export" / "problems")["prompt_tokens"].to_list())
+    limit = tokens[len(tokens) // 2]
+    stats = run(out=out, max_prompt_tokens=limit)
+    over = sum(t > limit for t in tokens)
+    assert 0 < over < len(tokens)
+    assert stats["rejected_by_reason"] == {"prompt_too_long": over}
+    assert stats["kept"] + stats["rejected"] == stats["in"] == full["kept"]
+    rejected = pl.read_parquet(out / "export" / "rejected")
+    assert set(rejected["reject_reason"]) == {"prompt_too_long"}
+    assert all(f"> {limit}" in d for d in rejected["reject_detail"])
+    kept = pl.read_parquet(out / "export" / "problems")
+    assert kept["prompt_tokens"].max() <= limit
+    # the second export reused the first one's proofs: no program ran again
+    assert stats["prune"]["checked"] == 0 and stats["prune"]["pruned"] == full["prune"]["pruned"]
+    with pytest.raises(ValueError, match="max_prompt_tokens"):
+        run(out=out, max_prompt_tokens=0)
+
+
+class _FakeHub:
+    """A Hugging Face Hub stand-in on 127.0.0.1: answers repo creation, card validation,
+    pre-upload and commits, records every request; anything else gets 404."""
+
+    def __init__(self):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.seen: list[tuple[str, str, bytes]] = []
+        hub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def _reply(self, code, obj):
+                data = json.dumps(obj).encode()
+                self.send_response(code)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                hub.seen.append(("GET", self.path, b""))
+                if self.path.split("?")[0] == "/api/datasets/user/kernels":
+                    return self._reply(200, {"id": "user/kernels", "sha": "0" * 40, "private": False,
+                                             "siblings": [{"rfilename": "README.md"}]})
+                self._reply(404, {"error": "not found"})
+
+            def do_POST(self):
+                n = int(self.headers.get("Content-Length") or 0)
+                body = self.rfile.read(n) if n else b""
+                hub.seen.append(("POST", self.path, body))
+                if self.path == "/api/repos/create":
+                    return self._reply(200, {"url": f"{hub.endpoint}/datasets/user/kernels"})
+                if self.path == "/api/validate-yaml":
+                    return self._reply(200, {"errors": [], "warnings": []})
+                if "/preupload/" in self.path:
+                    return self._reply(200, {"files": [
+                        {"path": f["path"], "uploadMode": "regular", "shouldIgnore": False}
+                        for f in json.loads(body)["files"]]})
+                if "/commit/" in self.path:
+                    return self._reply(200, {"commitUrl": f"{hub.endpoint}/datasets/user/kernels/commit/0",
+                                             "commitOid": "0" * 40})
+                self._reply(404, {"error": "not found"})
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_push_to_hub_goes_through_datasets_upload(tmp_path):
+    """`curate export --push-to-hub` against a Hub stand-in on the loopback: the repository is
+    created as a dataset, the card is committed, and datasets' own push_to_hub sends each
+    split's parquet; the stand-in cannot serve the rest, so the command fails with one line."""
+    import os
+    import subprocess
+    import sys
+
+    out = build_run(tmp_path / "run")
+    hub = _FakeHub()
+    try:
+        env = dict(os.environ, HF_ENDPOINT=hub.endpoint, HF_TOKEN="hf_not_a_real_token",
+                   HF_HUB_DISABLE_TELEMETRY="1")
+        env.pop("CURATE_DEBUG", None)
+        proc = subprocess.run([sys.executable, "-m", "curate.cli", "export", "--out", str(out),
+                               "--push-to-hub", "user/kernels", "--no-prune"],
+                              env=env, capture_output=True, text=True, timeout=300,
+                              cwd=Path(__file__).resolve().parents[1])
+    finally:
+        hub.close()
+    assert proc.returncode == 2, proc.stderr
+    assert "push to user/kernels failed" in proc.stderr
+    assert (out / "export" / "README.md").is_file()  # the local export is complete anyway
+    posts = [(p, b) for m, p, b in hub.seen if m == "POST"]
+    create = [json.loads(b) for p, b in posts if p == "/api/repos/create"]
+    assert create and create[0]["type"] == "dataset"
+    assert (create[0]["organization"], create[0]["name"]) == ("user", "kernels")
+    commits = [b for p, b in posts if p == "/api/datasets/user/kernels/commit/main"]
+    assert any(b'"path": "README.md"' in b or b'"path":"README.md"' in b for b in commits)
+    uploaded = {f["path"] for p, b in posts if p == "/api/datasets/user/kernels/preupload/main"
+                for f in json.loads(b)["files"]}
+    assert {f"data/{s}-00000-of-00001.parquet" for s in SPLITS} <= uploaded, uploaded

@@ -1,16 +1,22 @@
-"""The ``export`` stage: cluster-level splits, a Hugging Face dataset, parquet, card, RL view.
+"""The ``export`` stage: pruned prompts, cluster-level splits, a Hugging Face dataset, card, RL view.
 
 Reads the ranked problem table (``OUT/rank``; when earlier stages were skipped, the last
 stage folder that exists) and writes ``OUT/export/``::
 
     problems/, rejected/, stats.json    the stage table contract (see curate.table)
-    hf/                                 DatasetDict.save_to_disk: train / validation / test
-    parquet/{train,validation,test}.parquet
-    verl/{train,validation,test}.parquet   verl's RLHF schema (see .verl)
+    hf/                                 DatasetDict.save_to_disk (default config): train / validation / test
+    parquet/{train,validation,test}.parquet       the ``default`` config (see .columns)
+    measurements/{train,validation,test}.parquet  measure / dedup / rank internals
+    verl/{train,validation,test}.parquet          verl's RLHF schema (see .verl)
     README.md                           dataset card: YAML metadata and the run's figures
 
-Rows in = rows of the input table; a row is rejected only when it has no ``code``
-(reason ``missing_code``). Every kept row gets a ``split``; whole dedup clusters (and with
+Each row's ``code`` is first pruned to what ``Model`` and the input functions reach
+(:mod:`.prune`, proven by running both programs, :mod:`.prune_table`); its ``prompt`` (the
+user message, :mod:`.prompt`) and ``prompt_tokens`` (:mod:`.tokens`) follow.
+
+Rows in = rows of the input table; a row is rejected when it has no ``code``
+(reason ``missing_code``) or, with ``max_prompt_tokens``, when its prompt is longer
+(``prompt_too_long``). Every kept row gets a ``split``; whole dedup clusters (and with
 them all shape variants of a base problem) go to one split (see .split).
 """
 
@@ -24,9 +30,12 @@ from typing import Any
 import polars as pl
 
 from curate.export.card import render_card
-from curate.export.columns import normalize
-from curate.export.hf import write_hf, write_parquet
+from curate.export.columns import config_frames, normalize, structured
+from curate.export.hf import CONFIG_DIRS, push_to_hub, write_hf, write_parquet
+from curate.export.prompt import build_prompt
+from curate.export.tokens import count_tokens, tokenizer_name
 from curate.export.split import SPLITS, add_split, assign_splits
+from curate.export.prune_table import prune_codes
 from curate.export.verl import write_verl
 from curate.table import (STAGES, Rejections, latest_input, read_problems, read_stats, stage_dir,
                           write_stage)
@@ -62,8 +71,11 @@ def _order(df: pl.DataFrame) -> pl.DataFrame:
 
 
 def run(out: Path | str, source: Path | str | None = None, name: str = "curate-kernels",
-        val_fraction: float = 0.1, test_fraction: float = 0.1, seed: int = 0) -> dict[str, Any]:
-    """Split by dedup cluster and write the dataset, its card and the verl view.
+        val_fraction: float = 0.1, test_fraction: float = 0.1, seed: int = 0,
+        max_prompt_tokens: int | None = None, prune: bool = True, workers: int | None = None,
+        prune_timeout_s: float = 60.0, push_to_hub_repo: str | None = None,
+        private: bool = False, token: str | None = None) -> dict[str, Any]:
+    """Prune, split by dedup cluster and write the dataset, its card and the verl view.
 
     Args:
         out: run folder; writes ``out/export/``.
@@ -71,32 +83,76 @@ def run(out: Path | str, source: Path | str | None = None, name: str = "curate-k
         name: dataset name (card title; verl ``data_source`` is ``"curate/<name>"``).
         val_fraction, test_fraction: shares of dedup clusters in validation and test.
         seed: seed of the cluster hash (see :mod:`curate.export.split`).
+        max_prompt_tokens: reject rows whose prompt has more tokens (``prompt_too_long``);
+            None keeps every length.
+        prune: prune each program (:mod:`curate.export.prune_table`); False exports the
+            code as the input table has it.
+        workers: sandbox processes proving pruned programs (default: CPU count).
+        prune_timeout_s: seconds to run one original and its pruned program.
+        push_to_hub_repo: also upload every config to this Hugging Face dataset repository
+            (``DatasetDict.push_to_hub``), after the local files are written.
+        private, token: for the upload.
     Returns:
         The stats dict written to ``out/export/stats.json``, with ``rows_per_split``,
-        ``clusters_per_split`` and ``base_problems_per_split``.
+        ``clusters_per_split``, ``base_problems_per_split``, ``prune`` (see
+        :func:`curate.export.prune_table.prune_codes`) and ``prompt_tokens`` (median, p90,
+        max, tokenizer).
     Raises:
-        ValueError: bad fractions, or the input is not a problem table.
+        ValueError: bad fractions or ``max_prompt_tokens``, or the input is not a problem table.
         FileNotFoundError: nothing to read.
+        RuntimeError: the upload failed (no network, no token, no access); the local export
+            is complete by then.
     """
     t0 = time.monotonic()
     assign_splits([], val_fraction, test_fraction, seed)  # validates the fractions up front
+    if max_prompt_tokens is not None and max_prompt_tokens <= 0:
+        raise ValueError(f"max_prompt_tokens must be positive, got {max_prompt_tokens}")
     out = Path(out)
     src = Path(source) if source is not None else default_source(out)
     raw = read_problems(src)
     table = normalize(raw)
+    d = stage_dir(out, "export")
+    d.mkdir(parents=True, exist_ok=True)
 
     missing = pl.col("code").is_null() | (pl.col("code").str.strip_chars() == "")
     rejections = Rejections("export")
     rejections.add_frame(table.filter(missing), "missing_code", "row has no reference code")
-    kept = _order(add_split(table.filter(~missing), val_fraction, test_fraction, seed))
+    rows = table.filter(~missing)
+    prune_stats: dict[str, Any] = {"enabled": prune}
+    if prune and rows.height:
+        rows, more = prune_codes(rows, d / "_prune_checks.jsonl", workers, prune_timeout_s)
+        prune_stats.update(more)
+    else:
+        rows = rows.with_columns(pl.lit(False).alias("pruned"),
+                                 pl.col("code").str.len_chars().cast(pl.Int64).alias("code_chars_unpruned"))
+    prompts = [build_prompt(c) for c in rows["code"].to_list()]
+    rows = rows.with_columns(pl.Series("prompt", prompts, dtype=pl.String),
+                             pl.Series("prompt_tokens", count_tokens(prompts), dtype=pl.Int64))
+    if max_prompt_tokens is not None:
+        long = pl.col("prompt_tokens") > max_prompt_tokens
+        over = rows.filter(long)
+        for r in over.iter_rows(named=True):
+            rejections.add({k: r[k] for k in table.columns}, "prompt_too_long",
+                           f"{r['prompt_tokens']} prompt tokens > {max_prompt_tokens}")
+        rows = rows.filter(~long)
+    kept = _order(add_split(rows, val_fraction, test_fraction, seed))
     splits = {s: kept.filter(pl.col("split") == s) for s in SPLITS}
 
     data_source = f"curate/{name}"
-    d = stage_dir(out, "export")
-    write_parquet(splits, d / "parquet")
-    write_hf(splits, d / "hf")
-    verl_counts = write_verl(splits, d / "verl", data_source)
+    verl_counts, verl_sizes = write_verl(splits, d / "verl", data_source)
+    shaped = {s: config_frames(structured(df)) for s, df in splits.items()}
+    configs = {c: {s: shaped[s][c] for s in SPLITS} for c in ("default", "measurements")}
+    sizes = {c: write_parquet(configs[c], d / CONFIG_DIRS[c]) for c in configs}
+    sizes["verl"] = verl_sizes
+    write_hf(configs["default"], d / "hf")
 
+    tokens = kept["prompt_tokens"]
+    token_stats = {"tokenizer": tokenizer_name()}
+    if kept.height:
+        token_stats.update(median=int(tokens.median()), p90=int(tokens.quantile(0.9, "nearest")),
+                           max=int(tokens.max()),
+                           share_le_1024=round(float((tokens <= 1024).mean()), 4),
+                           share_le_2048=round(float((tokens <= 2048).mean()), 4))
     extra = {
         "name": name,
         "data_source": data_source,
@@ -104,12 +160,26 @@ def run(out: Path | str, source: Path | str | None = None, name: str = "curate-k
         "seed": seed,
         "val_fraction": val_fraction,
         "test_fraction": test_fraction,
+        "max_prompt_tokens": max_prompt_tokens,
         "rows_per_split": {s: df.height for s, df in splits.items()},
         "clusters_per_split": {s: df["dedup_cluster"].n_unique() for s, df in splits.items()},
         "base_problems_per_split": {s: df["base_problem_id"].n_unique() for s, df in splits.items()},
+        "prune": prune_stats,
+        "prompt_tokens": token_stats,
     }
     stats = write_stage(out, "export", kept, rejections.frame(like=table), raw.height,
                         time.monotonic() - t0, extra)
-    card = render_card(name, kept, splits, _stage_stats(out), verl_counts, data_source)
+    card = render_card(name, kept, splits, _stage_stats(out), verl_counts, data_source,
+                       sizes=sizes, columns={c: configs[c]["train"].schema for c in configs},
+                       token_stats=token_stats, prune_stats=prune_stats)
     (d / "README.md").write_text(card)
+    if push_to_hub_repo:
+        verl = {s: pl.read_parquet(d / "verl" / f"{s}.parquet") for s in SPLITS}
+        try:
+            push_to_hub(d, push_to_hub_repo, {**configs, "verl": verl}, card, private=private,
+                        token=token)
+        except Exception as exc:  # network, token, permissions: the local export stands
+            raise RuntimeError(f"export written to {d}, but the push to {push_to_hub_repo} failed: "
+                               f"{type(exc).__name__}: {exc}") from exc
+        stats["pushed_to"] = push_to_hub_repo
     return stats

@@ -15,7 +15,7 @@ from typing import Any, Iterable, Sequence
 import polars as pl
 import yaml
 
-from curate.export.prompt import build_prompt
+from curate.export.hf import CONFIG_DIRS
 
 # Hugging Face licence identifiers we map SPDX ids onto (lower case); anything else is "other".
 HF_LICENSES = {
@@ -66,35 +66,46 @@ def size_category(n: int) -> str:
 
 
 def card_metadata(name: str, splits: dict[str, pl.DataFrame], licences: Sequence[str | None],
-                  verl_counts: dict[str, int]) -> dict[str, Any]:
-    """The YAML header as a dict (``yaml.safe_dump``-able)."""
+                  verl_counts: dict[str, int], sizes: dict[str, dict[str, int]] | None = None
+                  ) -> dict[str, Any]:
+    """The YAML header as a dict (``yaml.safe_dump``-able).
+
+    Args:
+        sizes: config -> split -> Arrow bytes (``num_bytes``); configs missing here get
+            ``estimated_size`` of the rows (``default``) or no ``num_bytes``.
+    """
     license_ = dataset_license(licences)
     meta: dict[str, Any] = {"pretty_name": name, "license": license_}
     if license_ == "other":
         # the per-source licences are listed in the card body and kept per row in source.licence
         meta["license_name"] = "mixed-source-licences"
     total = sum(df.height for df in splits.values())
+    sizes = dict(sizes or {})
+    sizes.setdefault("default", {s: int(df.estimated_size()) for s, df in splits.items()})
+    rows = {c: {s: df.height for s, df in splits.items()} for c in ("default", "measurements")}
+    rows["verl"] = dict(verl_counts)
+    configs = [c for c in CONFIG_DIRS if c in sizes or c == "verl"]
     meta.update({
         "task_categories": ["text-generation"],
         "language": ["en"],
         "tags": TAGS,
         "size_categories": [size_category(total)],
         "configs": [
-            {"config_name": "default", "default": True,
-             "data_files": [{"split": s, "path": f"parquet/{s}.parquet"} for s in splits]},
-            {"config_name": "verl",
-             "data_files": [{"split": s, "path": f"verl/{s}.parquet"} for s in verl_counts]},
-        ],
-        "dataset_info": [
-            {"config_name": "default",
-             "splits": [{"name": s, "num_examples": df.height,
-                         "num_bytes": int(df.estimated_size())} for s, df in splits.items()],
-             "dataset_size": int(sum(df.estimated_size() for df in splits.values()))},
-            {"config_name": "verl",
-             "splits": [{"name": s, "num_examples": n} for s, n in verl_counts.items()]},
-        ],
+            dict({"config_name": c}, **({"default": True} if c == "default" else {}),
+                 data_files=[{"split": s, "path": f"{CONFIG_DIRS[c]}/{s}.parquet"} for s in rows[c]])
+            for c in configs],
+        "dataset_info": [_info(c, rows[c], sizes.get(c)) for c in configs],
     })
     return meta
+
+
+def _info(config: str, rows: dict[str, int], sizes: dict[str, int] | None) -> dict[str, Any]:
+    splits = []
+    for s, n in rows.items():
+        entry: dict[str, Any] = {"name": s, "num_bytes": int((sizes or {}).get(s, 0)), "num_examples": n}
+        splits.append(entry)
+    return {"config_name": config, "splits": splits,
+            "download_size": 0, "dataset_size": int(sum((sizes or {}).values()))}
 
 
 # ---------------------------------------------------------------- figures
@@ -196,17 +207,32 @@ def difficulty_section(splits: dict[str, pl.DataFrame]) -> str:
 
 # ---------------------------------------------------------------- usage text
 
-def prompt_lengths(table: pl.DataFrame) -> str:
-    """Prompt sizes in characters, to choose verl's ``data.max_prompt_length`` (tokens)."""
-    if table.height == 0:
-        return ""
-    n = pl.Series([len(build_prompt(c)) for c in table["code"].to_list()])
-    return (f"Prompt length in characters: median {int(n.median()):,}, 95th percentile "
-            f"{int(n.quantile(0.95, 'nearest')):,}, max {int(n.max()):,} (code tokenizes at "
-            "roughly 3-4 characters per token); set `data.max_prompt_length` accordingly.\n")
+def prompt_section(token_stats: dict[str, Any] | None, prune_stats: dict[str, Any] | None) -> str:
+    """Prompt lengths in tokens (median, p90, max) and what pruning did."""
+    t = token_stats or {}
+    if "median" not in t:
+        return "No prompts."
+    lines = [f"Prompt length (the user message: instruction and reference program) in tokens, "
+             f"counted with {t['tokenizer']}: median {t['median']:,}, 90th percentile "
+             f"{t['p90']:,}, max {t['max']:,}; {t['share_le_1024']:.0%} of rows at most 1,024 "
+             f"and {t['share_le_2048']:.0%} at most 2,048 tokens (column `prompt_tokens`). "
+             "Set verl's `data.max_prompt_length` (counted in the policy's tokenizer, chat "
+             "template included) with some margin, or export with `--max-prompt-tokens N`."]
+    p = prune_stats or {}
+    if p.get("enabled") and p.get("bodies"):
+        kept = ", ".join(f"{k} {v:,}" for k, v in sorted((p.get("kept_by_reason") or {}).items()))
+        lines.append(
+            f"Reference programs are pruned to what `Model`, `get_inputs` and `get_init_inputs` "
+            f"reach (unreachable definitions, docstrings and comments removed); each pruned "
+            f"program was run against its original with the same seed and replaced it only "
+            f"when outputs and parameters were identical. Pruned: {p['pruned']:,} of "
+            f"{p['bodies']:,} distinct programs ({p['rows_pruned']:,} rows; column `pruned` in "
+            f"the `measurements` config); left as they were: {kept or 'none'}. Characters "
+            f"over all rows: {p['chars_before']:,} before, {p['chars_after']:,} after.")
+    return "\n\n".join(lines) + "\n"
 
 
-def usage_section(data_source: str, lengths: str = "") -> str:
+def usage_section(data_source: str) -> str:
     return f"""\
 ### Load it
 
@@ -215,15 +241,19 @@ def usage_section(data_source: str, lengths: str = "") -> str:
 ```python
 from datasets import load_from_disk, load_dataset
 
-ds = load_from_disk("OUT/export/hf")          # DatasetDict: train / validation / test
-ds = load_dataset("parquet", data_files={{s: f"OUT/export/parquet/{{s}}.parquet"
-                                         for s in ("train", "validation", "test")}})
-rl = load_dataset("parquet", data_files={{s: f"OUT/export/verl/{{s}}.parquet"
-                                         for s in ("train", "validation", "test")}})
+ds = load_dataset("OUT/export")                  # config "default": train / validation / test
+ms = load_dataset("OUT/export", "measurements")  # measure / dedup / rank internals, by problem_id
+rl = load_dataset("OUT/export", "verl")          # verl's RLHF schema
+ds = load_from_disk("OUT/export/hf")             # the default config, saved by datasets
 ```
 
-Pushed to the Hub as a dataset repository, this card's `configs` give `load_dataset(REPO)`
-(the problem table) and `load_dataset(REPO, "verl")` (the RL view).
+`curate export --push-to-hub USER/NAME` uploads the three configs with `datasets`'
+`DatasetDict.push_to_hub`; then `load_dataset("USER/NAME")` and `load_dataset("USER/NAME",
+"verl")`. The default config holds what a trainer or a reward function reads: `problem_id`,
+`code` (the reference program), `prompt`, `prompt_tokens`, `input_spec` and `shape_variants`
+(lists of structs; `curate.problem.plain_input_spec` / `plain_shape_variants` turn them back
+into the dicts curate's verifier takes), `init_args` (JSON), baseline runtimes, `gpu`,
+`difficulty`, `source` (with `licence`) and `split`.
 
 ### Train with verl
 
@@ -232,7 +262,7 @@ Pushed to the Hub as a dataset repository, this card's `configs` give `load_data
 program>}}`, `extra_info` (split, index, problem id, constructor arguments, input spec, shape
 variants, baseline runtimes). Point verl's custom reward at `curate.reward.compute_score`,
 which compiles, checks and times the `ModelNew` in the response against the reference.
-{lengths}
+
 ```bash
 python -m verl.trainer.main_ppo \\
   data.train_files=OUT/export/verl/train.parquet \\
@@ -270,7 +300,9 @@ trainer = GRPOTrainer(model=..., reward_funcs=kernel_reward, train_dataset=train
 
 def render_card(name: str, table: pl.DataFrame, splits: dict[str, pl.DataFrame],
                 stage_stats: Sequence[dict[str, Any]], verl_counts: dict[str, int],
-                data_source: str) -> str:
+                data_source: str, sizes: dict[str, dict[str, int]] | None = None,
+                columns: dict[str, Any] | None = None, token_stats: dict[str, Any] | None = None,
+                prune_stats: dict[str, Any] | None = None) -> str:
     """The whole ``README.md``.
 
     Args:
@@ -280,9 +312,13 @@ def render_card(name: str, table: pl.DataFrame, splits: dict[str, pl.DataFrame],
         stage_stats: the ``stats.json`` dicts of the stages that ran, in pipeline order.
         verl_counts: rows per split of the verl view.
         data_source: the verl ``data_source`` value.
+        sizes: config -> split -> Arrow bytes (``dataset_info``'s ``num_bytes``).
+        columns: config -> schema of its rows, for the column tables.
+        token_stats: ``prompt_tokens`` figures (median, p90, max, shares, tokenizer).
+        prune_stats: what pruning did (see :func:`curate.export.prune_table.prune_codes`).
     """
     licences = [s["licence"] for s in table["source"].to_list() if s] if table.height else []
-    meta = card_metadata(name, splits, licences, verl_counts)
+    meta = card_metadata(name, splits, licences, verl_counts, sizes)
     header = yaml.safe_dump(meta, sort_keys=False, allow_unicode=True, width=100)
     n_contaminated = _count_contaminated(table)
     n_bases = table["base_problem_id"].n_unique() if table.height else 0
@@ -325,12 +361,15 @@ Rows flagged as close to an evaluation problem (`contaminated_by` set): {n_conta
 
 {difficulty_section(splits)}
 
+## Prompts
+
+{prompt_section(token_stats, prune_stats)}
 ## Usage
 
-{usage_section(data_source, prompt_lengths(table))}
+{usage_section(data_source)}
 ## Columns
 
-{md_table(["column", "type"], [(c, str(t)) for c, t in table.schema.items()])}
+{_columns_section(columns or {"default": table.schema})}
 """
     return f"---\n{header}---\n\n{_squeeze(body)}"
 
@@ -347,3 +386,11 @@ def _count_contaminated(table: pl.DataFrame) -> int:
 
 def _squeeze(text: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", text)
+
+
+def _columns_section(columns: dict[str, Any]) -> str:
+    parts = []
+    for config, schema in columns.items():
+        parts.append(f"Config `{config}`:\n\n"
+                     + md_table(["column", "type"], [(c, str(t)) for c, t in schema.items()]))
+    return "\n\n".join(parts)

@@ -8,6 +8,8 @@ so a ``DatasetDict`` built from two different runs has the same features.
 
 from __future__ import annotations
 
+import json
+
 import polars as pl
 
 from curate.table import SOURCE_FIELDS
@@ -87,3 +89,83 @@ def _source_struct(df: pl.DataFrame) -> pl.Expr:
          else pl.lit(None, dtype=pl.String)).alias(f)
         for f in SOURCE_FIELDS
     ]).alias("source")
+
+
+# ---------------------------------------------------------------- structured columns and configs
+
+SPEC_DTYPE = pl.List(pl.Struct({"kind": pl.String, "shape": pl.List(pl.Int64), "dtype": pl.String,
+                                "low": pl.Int64, "high": pl.Int64, "value_json": pl.String,
+                                "extra_json": pl.String}))
+VARIANTS_DTYPE = pl.List(pl.Struct({"input_spec": SPEC_DTYPE, "init_args": pl.String}))
+
+#: Columns of the ``default`` config, in order: what a trainer, a reward function or a reader
+#: needs. Columns no stage of curate writes (added by a newer stage or by hand) follow them.
+DEFAULT_COLUMNS = (
+    "problem_id", "name", "split", "code", "prompt", "prompt_tokens", "input_spec", "init_args",
+    "shape_variants", "eager_ms", "compile_ms", "inductor_speedup", "gpu", "difficulty", "level",
+    "base_problem_id", "variant", "dedup_cluster", "source", "contaminated_by",
+)
+#: Columns of the ``measurements`` config (joined to ``default`` on ``problem_id``): how rows
+#: were measured, deduplicated and ranked.
+MEASUREMENT_COLUMNS = (
+    "problem_id", "split", "is_representative", "est_flops", "est_bytes",
+    "device", "torch_version", "peak_mem_mb", "pass_rate", "pass_at_k", "n_candidates",
+    "n_correct", "best_speedup", "solver", "pruned", "code_chars_unpruned", "output_shapes",
+    "synth_seconds",
+)
+
+
+def _spec_records(value) -> list[dict] | None:
+    from curate.problem import plain_input_spec, spec_record
+
+    spec = plain_input_spec(value)
+    return None if spec is None else [spec_record(s) for s in spec]
+
+
+def _variant_records(value) -> list[dict] | None:
+    """Shape variants as records; items in no known form are left out, as the verifier
+    (``curate.verify.verifier.normalize_variants``) skips them."""
+    from curate.problem import dumps, plain_shape_variants
+
+    if value is None:
+        return None
+    items = json.loads(value) if isinstance(value, str) and value.strip() else value
+    out = []
+    for item in items if isinstance(items, list) else []:
+        try:
+            (v,) = plain_shape_variants([item])
+            out.append({"input_spec": _spec_records(v["input_spec"]),
+                        "init_args": None if v["init_args"] is None else dumps(v["init_args"])})
+        except (ValueError, TypeError, KeyError, json.JSONDecodeError):
+            continue
+    return out
+
+
+def structured(df: pl.DataFrame) -> pl.DataFrame:
+    """``input_spec`` and ``shape_variants`` as lists of structs (:data:`SPEC_DTYPE`,
+    :data:`VARIANTS_DTYPE`) instead of JSON text; already structured columns are kept.
+
+    Raises:
+        ValueError: a value that is not an input spec or a list of shape variants.
+    """
+    exprs = []
+    if "input_spec" in df.columns and df.schema["input_spec"] == pl.String:
+        exprs.append(pl.Series("input_spec", [_spec_records(v) for v in df["input_spec"].to_list()],
+                               dtype=SPEC_DTYPE))
+    if "shape_variants" in df.columns and df.schema["shape_variants"] == pl.String:
+        exprs.append(pl.Series("shape_variants",
+                               [_variant_records(v) for v in df["shape_variants"].to_list()],
+                               dtype=VARIANTS_DTYPE))
+    return df.with_columns(exprs) if exprs else df
+
+
+def config_frames(df: pl.DataFrame) -> dict[str, pl.DataFrame]:
+    """The rows of one split as the ``default`` and ``measurements`` configs.
+
+    ``default`` holds :data:`DEFAULT_COLUMNS` present in ``df`` plus every column neither
+    list names (passed through); ``measurements`` holds :data:`MEASUREMENT_COLUMNS` present.
+    """
+    known = set(DEFAULT_COLUMNS) | set(MEASUREMENT_COLUMNS)
+    default = [c for c in DEFAULT_COLUMNS if c in df.columns] + [c for c in df.columns if c not in known]
+    measured = [c for c in MEASUREMENT_COLUMNS if c in df.columns]
+    return {"default": df.select(default), "measurements": df.select(measured)}

@@ -25,7 +25,7 @@ ABILITY = "gpu_kernel"
 EXTRA_FIELDS = (
     "split", "index", "problem_id", "name", "base_problem_id", "variant", "dedup_cluster",
     "init_args", "input_spec", "shape_variants", "eager_ms", "compile_ms", "inductor_speedup",
-    "gpu", "device", "torch_version", "peak_mem_mb", "difficulty", "pass_rate",
+    "gpu", "device", "torch_version", "peak_mem_mb", "difficulty", "pass_rate", "prompt_tokens",
 )
 
 
@@ -34,7 +34,8 @@ def verl_frame(split_df: pl.DataFrame, data_source: str) -> pl.DataFrame:
 
     Args:
         split_df: normalized problem rows (see :mod:`.columns`) with a ``split`` column and
-            non-empty ``code``.
+            non-empty ``code``; the user message is their ``prompt`` column (the same text the
+            ``default`` config holds) or, without one, :func:`build_prompt` of ``code``.
         data_source: the ``data_source`` value, ``"curate/<dataset name>"``.
     Returns:
         A frame with columns ``data_source`` (str), ``prompt`` (list of struct{role, content}),
@@ -43,7 +44,12 @@ def verl_frame(split_df: pl.DataFrame, data_source: str) -> pl.DataFrame:
         the row's position within its split (int64).
     """
     df = split_df.with_row_index("index").with_columns(pl.col("index").cast(pl.Int64))
-    prompt_text = pl.col("code").map_elements(build_prompt, return_dtype=pl.String)
+    if "prompt" not in df.columns:
+        df = df.with_columns(pl.col("code").map_elements(build_prompt, return_dtype=pl.String)
+                             .alias("prompt"))
+    if "prompt_tokens" not in df.columns:
+        df = df.with_columns(pl.lit(None, dtype=pl.Int64).alias("prompt_tokens"))
+    prompt_text = pl.col("prompt")
     message = pl.struct(pl.lit("user").alias("role"), prompt_text.alias("content"))
     extra = [pl.col(f) for f in EXTRA_FIELDS] + [
         pl.col("source").struct.field("name").alias("source_name"),
@@ -59,12 +65,19 @@ def verl_frame(split_df: pl.DataFrame, data_source: str) -> pl.DataFrame:
     )
 
 
-def write_verl(splits: dict[str, pl.DataFrame], directory: Path, data_source: str) -> dict[str, int]:
-    """Write ``directory/<split>.parquet`` for each split; return rows written per split."""
+def write_verl(splits: dict[str, pl.DataFrame], directory: Path, data_source: str
+               ) -> tuple[dict[str, int], dict[str, int]]:
+    """Write ``directory/<split>.parquet`` for each split.
+
+    Returns:
+        ``(rows, num_bytes)`` per split (``num_bytes``: the split's Arrow size, the card's
+        ``dataset_info``).
+    """
     directory.mkdir(parents=True, exist_ok=True)
-    counts = {}
+    counts, sizes = {}, {}
     for split, df in splits.items():
         frame = verl_frame(df, data_source)
         frame.write_parquet(directory / f"{split}.parquet")
         counts[split] = frame.height
-    return counts
+        sizes[split] = int(frame.to_arrow().nbytes)
+    return counts, sizes

@@ -1,0 +1,125 @@
+"""Apply :mod:`curate.export.prune` to a problem table, each pruned program proven in a sandbox.
+
+Variants of one base problem share the module body before the inputs marker, so the body is
+pruned once per distinct body: the pruned and original programs of one representative row
+(the base problem's variant 0 when present) run in a sandboxed process with the same seed
+(:func:`curate.export.prune.check_task`); only when outputs and parameters are identical
+does every row with that body get the pruned body (and keeps its own inputs block).
+Otherwise, and when the original itself fails or times out here, the rows keep their code:
+pruning never loses a row.
+
+Proven results are cached in ``<cache>`` (JSON lines keyed by the original program and
+:data:`curate.export.prune.PRUNE_VERSION`), so exporting the same run again (another
+``--max-prompt-tokens``, say) does not run the programs again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+
+from curate.export.prune import PRUNE_VERSION, check_task, prune_source
+from curate.journal import content_key
+from curate.problem import INPUTS_MARKER
+from curate.progress import progress
+
+
+def _load_cache(path: Path) -> dict[str, dict[str, Any]]:
+    cache: dict[str, dict[str, Any]] = {}
+    if path.is_file():
+        for line in path.read_text().splitlines():
+            try:
+                item = json.loads(line)
+                cache[item["key"]] = item["value"]
+            except (json.JSONDecodeError, KeyError, TypeError):
+                continue  # a line cut short by a kill
+    return cache
+
+
+def prune_codes(df: pl.DataFrame, cache: Path | None = None, workers: int | None = None,
+                timeout_s: float = 60.0, mem_mb: int = 4096, seed: int = 0
+                ) -> tuple[pl.DataFrame, dict[str, Any]]:
+    """Prune the ``code`` column of ``df`` (rows with non-empty code).
+
+    Args:
+        df: problem rows with ``problem_id``, ``code`` and, when present, ``base_problem_id``
+            and ``variant`` (which row represents a body).
+        cache: JSON-lines file of proven results (created; None: no cache).
+        workers: sandbox processes (default: CPU count).
+        timeout_s: seconds to run both programs of one body.
+        mem_mb: address-space budget of a check process (MiB).
+        seed: the seed both programs run with.
+    Returns:
+        ``(table, stats)``: ``table`` has the pruned ``code`` and two more columns,
+        ``pruned`` (bool) and ``code_chars_unpruned`` (int); ``stats`` counts bodies
+        ``checked``, ``pruned``, ``kept_by_reason`` (``unchanged``, ``outputs differ``,
+        ``pruned program failed``, ``original failed``, ``timeout`` ...) and
+        ``chars_before``/``chars_after`` summed over rows.
+    """
+    from curate.sandbox import Sandbox
+
+    codes = df["code"].to_list()
+    heads = [c.partition(INPUTS_MARKER)[0] for c in codes]
+    variants = df["variant"].to_list() if "variant" in df.columns else [None] * len(codes)
+    order = sorted(range(len(codes)), key=lambda i: (str(variants[i]) not in ("0", "None"), i))
+    rep: dict[str, int] = {}
+    for i in order:
+        rep.setdefault(heads[i], i)
+    done = _load_cache(cache) if cache else {}
+    new_head: dict[str, str] = {}
+    kept = Counter()
+    todo: list[tuple[str, str, str, str]] = []  # (head, key, original, pruned)
+    for head, i in rep.items():
+        result = prune_source(codes[i])
+        if not result.changed or result.code == codes[i]:
+            kept["unchanged"] += 1
+            continue
+        key = content_key("prune", PRUNE_VERSION, seed, codes[i])
+        if key in done:
+            _apply(done[key], head, result.code, new_head, kept)
+        else:
+            todo.append((head, key, codes[i], result.code))
+    if todo:
+        box = Sandbox(workers=workers, timeout_s=timeout_s, mem_mb=mem_mb, guard=True)
+        out = open(cache, "a") if cache else None
+        try:
+            calls = [((orig, pruned, seed), {}) for _, _, orig, pruned in todo]
+            for j, outcome in progress(box.map(check_task, calls), len(calls), "prune check"):
+                head, key, _, pruned = todo[j]
+                value = (outcome.value if outcome.ok else
+                         {"same": False, "detail": f"original failed: {outcome.status}: "
+                                                   f"{outcome.error.splitlines()[0] if outcome.error else ''}"[:300]})
+                value = dict(value, pruned_head=pruned.partition(INPUTS_MARKER)[0] if value["same"] else None)
+                if out and (outcome.ok or outcome.status == "error"):  # not a timeout of a busy machine
+                    out.write(json.dumps({"key": key, "value": value}) + "\n")
+                    out.flush()
+                _apply(value, head, pruned, new_head, kept)
+        finally:
+            if out:
+                out.close()
+    new_codes, flags = [], []
+    for code, head in zip(codes, heads):
+        if head in new_head:
+            new_codes.append(new_head[head] + code[len(head):])
+            flags.append(True)
+        else:
+            new_codes.append(code)
+            flags.append(False)
+    table = df.with_columns(pl.Series("code", new_codes, dtype=pl.String),
+                            pl.Series("pruned", flags, dtype=pl.Boolean),
+                            pl.Series("code_chars_unpruned", [len(c) for c in codes], dtype=pl.Int64))
+    stats = {"bodies": len(rep), "checked": len(todo), "pruned": len(new_head),
+             "rows_pruned": sum(flags), "kept_by_reason": dict(kept),
+             "chars_before": sum(len(c) for c in codes), "chars_after": sum(len(c) for c in new_codes)}
+    return table, stats
+
+
+def _apply(value: dict[str, Any], head: str, pruned: str, new_head: dict[str, str], kept: Counter) -> None:
+    if value["same"]:
+        new_head[head] = value.get("pruned_head") or pruned.partition(INPUTS_MARKER)[0]
+    else:
+        kept[value["detail"].split(":")[0] or "outputs differ"] += 1
