@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -59,7 +58,9 @@ def rebuild(name: str) -> Path:
 
     dedup = read_problems(CARRY / name / "dedup").select("problem_id", "code")
     code = dict(zip(dedup["problem_id"], dedup["code"]))
-    div = pl.read_parquet(CARRY / "gpu" / f"{name}-div.parquet")
+    # the diversify output of an earlier call (carried), or of this call's diversify phase
+    src = Path(os.environ.get("BAND_DIV_DIR", CARRY / "gpu"))
+    div = pl.read_parquet(src / f"{name}-div.parquet")
     div = div.with_columns(pl.Series("code", [
         replace_inputs(code[b], json.loads(s), json.loads(i))
         for b, s, i in zip(div["base_problem_id"], div["input_spec"], div["init_args"])]))
@@ -96,7 +97,7 @@ def main() -> None:
         if len(names) > 1:  # one process per set: planning shares the cores, calibration the GPU
             procs = [subprocess.Popen([sys.executable, __file__, "diversify", n]) for n in names]
             sys.exit(max(p.wait() for p in procs))
-        diversify_one(names[0], workers=max(2, (os.cpu_count() or 2) // 2))
+        diversify_one(names[0], workers=int(os.environ.get("BAND_WORKERS", max(2, (os.cpu_count() or 2) - 2))))
         s = json.loads((OUT / f"{names[0]}-div-stats.json").read_text())
         print(names[0], json.dumps({k: s.get(k) for k in ("in", "kept", "rejected", "rows_out",
                                                           "rejected_by_reason", "wall_seconds")}), flush=True)
@@ -104,7 +105,6 @@ def main() -> None:
         measure(names)
     else:
         sys.exit(__doc__)
-    shutil.rmtree(WORK, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -96,7 +96,7 @@ def _source_struct(df: pl.DataFrame) -> pl.Expr:
 SPEC_DTYPE = pl.List(pl.Struct({"kind": pl.String, "shape": pl.List(pl.Int64), "dtype": pl.String,
                                 "low": pl.Int64, "high": pl.Int64, "value_json": pl.String,
                                 "extra_json": pl.String}))
-VARIANTS_DTYPE = pl.List(pl.Struct({"input_spec": SPEC_DTYPE, "init_args": pl.String}))
+VARIANTS_DTYPE = pl.List(pl.Struct({"input_spec": SPEC_DTYPE, "init_args": pl.String, "heldout": pl.Boolean}))
 
 #: Columns of the ``default`` config, in order: what a trainer, a reward function or a reader
 #: needs. Columns no stage of curate writes (added by a newer stage or by hand) follow them.
@@ -135,7 +135,9 @@ def _variant_records(value) -> list[dict] | None:
         try:
             (v,) = plain_shape_variants([item])
             out.append({"input_spec": _spec_records(v["input_spec"]),
-                        "init_args": None if v["init_args"] is None else dumps(v["init_args"])})
+                        "init_args": None if v["init_args"] is None else dumps(v["init_args"]),
+                        # the shape no prompt shows (diversify's odd-size verification shape)
+                        "heldout": bool(item.get("heldout")) if isinstance(item, dict) else False})
         except (ValueError, TypeError, KeyError, json.JSONDecodeError):
             continue
     return out
