@@ -19,7 +19,8 @@ est_bytes           int, input + output bytes of one forward
 shape_variants      str, JSON list of every kept input spec of the base problem
 ==================  ==============================================================
 
-A problem whose original does not run is rejected (``original_fails``); one that has
+A problem whose original does not run is rejected (``original_fails``, or the reason of
+:mod:`curate.conform` when a KernelBench-style harness cannot run it); one that has
 fewer valid variants than asked keeps those found (``problems_with_fewer`` in the stats).
 The original is kept even when over the memory budget (it is the mined shape); the budget
 bounds the variants. Code without curate's inputs marker (not written by ``mine``) cannot
@@ -139,7 +140,7 @@ def run(out: Path | str, source: Path | str | None = None, variants: int = 3,
             continue
         res = results[i]
         if not res.get("ok"):
-            rejects.add(row, "original_fails", res.get("detail", ""))
+            rejects.add(row, res.get("reason") or "original_fails", res.get("detail", ""))
             continue
         spec, init = parsed[i]
         kept.extend(_variant_rows(row, spec, init, res))
