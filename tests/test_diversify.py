@@ -43,12 +43,23 @@ class Model(nn.Module):
         return x @ torch.ones(3, 3)
 """
 
+# nn.MultiheadAttention returns (output, weights): a KernelBench-style harness compares one
+# tensor, so the problem returns the attention output
+MHA = """import torch
+from torch import nn
+
+
+class Model(nn.MultiheadAttention):
+    def forward(self, query, key, value):
+        return super().forward(query, key, value)[0]
+"""
+
 PROBLEMS = {
     # name: (module source, init args, input spec)
     "conv": (_module("nn.Conv2d"), [3, 16, 3], [_t(8, 3, 32, 32)]),
     "linear": (_module("nn.Linear"), [64, 32], [_t(8, 64)]),
     "gelu": (_module("nn.GELU"), [], [_t(8, 64, 32, 32)]),
-    "mha": (_module("nn.MultiheadAttention"), [64, 8], [_t(128, 8, 64)] * 3),
+    "mha": (MHA, [64, 8], [_t(128, 8, 64)] * 3),
     "fixed": (FIXED_VIEW, [], [_t(8, 64)]),
     "broken": (BROKEN, [], [_t(8, 64)]),
 }
@@ -112,7 +123,7 @@ def test_stage_variants_run_and_keep_tied_dims(tmp_path):
     rejected = read_rejected(out / "diversify")
     assert stats["in"] == len(PROBLEMS) == stats["kept"] + stats["rejected"]
     assert stats["rows_out"] == kept.height
-    assert rejected["reject_reason"].to_list() == ["original_fails"]
+    assert rejected["reject_reason"].to_list() == ["forward_fails"]  # found by the harness check
     assert rejected["problem_id"].to_list() == ["p_broken"]
     assert stats["problems_with_fewer"] == 1  # the hard-coded reshape admits no other shape
 
@@ -189,3 +200,16 @@ def test_bad_input_spec_is_a_rejected_row(tmp_path, bad):
     stats = run(tmp_path, source=_write(tmp_path, df), variants=1, workers=1)
     assert stats["in"] == 1 and stats["rejected"] == 1
     assert stats["rejected_by_reason"] == {"bad_input_spec": 1}
+
+
+def test_a_problem_a_plain_exec_harness_cannot_use_is_rejected_with_its_reason(tmp_path):
+    """nn.LSTM returns (output, (h, c)): no variants, the conformance check's reason."""
+    PROBLEMS["lstm"] = (_module("nn.LSTM"), [16, 32], [_t(4, 8, 16)])
+    try:
+        out = _dedup_dir(tmp_path, ["lstm", "linear"])
+    finally:
+        del PROBLEMS["lstm"]
+    stats = run(out, variants=1, workers=2, timeout_s=60)
+    rejected = read_rejected(out / "diversify")
+    assert stats["kept"] == 1 and rejected["problem_id"].to_list() == ["p_lstm"]
+    assert rejected["reject_reason"].to_list() == ["non_tensor_output"]
