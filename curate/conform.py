@@ -28,8 +28,8 @@ Reasons a problem fails (``reason`` of the result; ``None`` when it passes):
 ``seed_unstable``       two builds under the same seed disagree (weights drawn at the first
                         forward, as lazy modules do, or from an unseeded generator)
 ``reference_warns``     the reference warns about its own misuse (see :func:`misuse_warning`:
-                        a loss target that broadcasts, a deprecated call path, an input
-                        whose channels are not the norm layer's ``num_features``)
+                        a loss target that broadcasts, a torch call path torch deprecates,
+                        an input whose channels are not the norm layer's ``num_features``)
 ======================  ===================================================================
 
 The sandbox adds ``timeout``, ``memory`` and ``crash`` when the check runs in a worker
@@ -41,10 +41,13 @@ dependencies.
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import sys
 import traceback
 import warnings
-from typing import Any
+from typing import Any, Iterator
 
 import torch
 
@@ -52,23 +55,66 @@ import torch
 REASONS = ("exec_fails", "init_fails", "inputs_fail", "forward_fails", "non_tensor_output",
            "non_finite_output", "non_deterministic", "seed_unstable", "reference_warns")
 
-#: Warnings that mean the reference misuses an API: the problem computes something its
-#: authors did not mean (a broadcast loss target) or relies on a call path torch is removing.
-_MISUSE = re.compile(r"Using a target size .* different to the input size|"
-                     r"[Dd]eprecat|will be removed|Implicit dimension choice|does not match num_features")
+#: Warnings that mean the reference misuses an API whoever raises them: the problem computes
+#: something its authors did not mean (a broadcast loss target, a norm over the wrong axis).
+_MISUSE = re.compile(r"Using a target size .* different to the input size|does not match num_features|"
+                     r"Implicit dimension choice")
+#: Warnings that mean a deprecated call path when torch raises them (a library's warning about
+#: its own parameters, in the problem's copied code, is the library's business).
+_DEPRECATED = re.compile(r"[Dd]eprecat|will be removed")
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 
 
-def misuse_warning(message: str, category: type | None = None) -> bool:
+def misuse_warning(message: str, category: type | None = None, origin: str | None = None) -> bool:
     """Whether a warning raised while building or running a reference means its misuse.
 
     Args:
         message: the warning's text.
-        category: its class; ``DeprecationWarning`` and ``FutureWarning`` always count.
+        category: its class.
+        origin: the file of the code that called ``warnings.warn`` (see
+            :func:`recorded_warnings`); None when unknown: a warning torch's C++ raises.
+    Returns:
+        True for a broadcast loss target, channels that are not a norm layer's
+        ``num_features`` and an implicit softmax dimension (:func:`misuse_pattern`), and for
+        a deprecation (``DeprecationWarning``/``FutureWarning``, or "deprecated" in the text)
+        that torch raises: a library's warning about its own parameters, from the problem's
+        copied code, is the library's business.
     """
-    if category is not None and isinstance(category, type) and issubclass(category, (DeprecationWarning,
-                                                                                     FutureWarning)):
+    if misuse_pattern(message):
         return True
-    return bool(_MISUSE.search(message))
+    deprecated = _DEPRECATED.search(message) is not None or (
+        isinstance(category, type) and issubclass(category, (DeprecationWarning, FutureWarning)))
+    return deprecated and (origin is None or os.path.realpath(origin).startswith(_TORCH_DIR))
+
+
+def misuse_pattern(message: str) -> bool:
+    """Whether ``message`` is a misuse warning whoever raises it (see :func:`misuse_warning`)."""
+    return _MISUSE.search(message) is not None
+
+
+@contextlib.contextmanager
+def recorded_warnings() -> Iterator[tuple[list, dict[str, str]]]:
+    """``warnings.catch_warnings(record=True)`` with every warning shown, yielding the caught
+    list and ``{text: file of the code that called warnings.warn}``: ``stacklevel`` points a
+    warning's own ``filename`` at the caller of the deprecated function, not at the library
+    that deprecates it."""
+    origins: dict[str, str] = {}
+    original = warnings.warn
+
+    def warn(message, category=None, stacklevel=1, source=None, **kw):
+        try:
+            origins.setdefault(str(message), sys._getframe(1).f_code.co_filename)
+        except Exception:
+            pass
+        return original(message, category, stacklevel + 1, source, **kw)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        warnings.warn = warn
+        try:
+            yield caught, origins
+        finally:
+            warnings.warn = original
 
 
 def _short(exc: BaseException) -> str:
@@ -119,8 +165,7 @@ def check(code: str, device: str = "cpu", trials: int = 3, seed: int = 42) -> di
                            "input_dtypes": None, "all_float_inputs": None, "output_shape": None,
                            "output_dtype": None, "warnings": []}
     step = "exec_fails"
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
+    with recorded_warnings() as (caught, origins):
         try:
             ns: dict[str, Any] = {}
             exec(code, ns)  # noqa: S102 - the harness's own load, on purpose
@@ -175,7 +220,8 @@ def check(code: str, device: str = "cpu", trials: int = 3, seed: int = 42) -> di
             return res
         finally:
             res["warnings"] = [str(w.message)[:300] for w in caught[:5]]
-            misuse = [w for w in caught if misuse_warning(str(w.message), w.category)]
+            misuse = [w for w in caught
+                      if misuse_warning(str(w.message), w.category, origins.get(str(w.message)))]
     if misuse:
         w = misuse[0]
         res["reason"] = "reference_warns"

@@ -18,7 +18,7 @@ from curate.mine import run as mine_run
 from curate.mine.closure import Resolver
 from curate.mine.sources import Source, resolve
 from curate.mine.stage import _base_row, problem_id, unique_names
-from curate.mine.synthesize import synthesize_task
+from curate.mine.synthesize import EXEC_SAFE_LINE, synthesize_task
 from curate.mine.torch_api import public_closure
 from curate.sandbox import Sandbox
 from curate.table import read_problems, read_rejected
@@ -69,7 +69,7 @@ FUNCTION_MODULE = _problem("""
     from torch import nn
 
     def scale(x):
-        assert scale.__module__.startswith("problem") or True  # reads __module__ like torchvision
+        assert scale.__module__.startswith("b")  # reads __module__ like torchvision
         return x * 2
 
     class Model(nn.Module):
@@ -86,6 +86,30 @@ EMBEDDING = _problem("""
 """, "[torch.randint(0, 100, (8, 16))]", "[100, 32]")
 
 
+DEPRECATIONS = _problem("""
+    import torch
+    from torch import nn
+    import torch.nn.functional as F
+    from warnings import warn
+
+    class Model(nn.Module):
+        def __init__(self, legacy=True):
+            super().__init__()
+            if legacy:  # a library deprecating its own parameter: its business, not a misuse
+                warn("legacy=True is deprecated", DeprecationWarning)
+
+        def forward(self, x):
+            return F.FN(x, scale_factor=2)
+""", "[torch.randn(1, 2, 4, 4)]")
+
+
+def test_torch_deprecations_are_misuse_a_library_s_own_are_not():
+    upsample = check(DEPRECATIONS.replace("FN", "upsample"))  # torch warns with stacklevel=2
+    assert upsample["reason"] == "reference_warns" and "upsample" in upsample["detail"]
+    interp = check(DEPRECATIONS.replace("FN", "interpolate"))
+    assert interp["reason"] is None and "legacy=True is deprecated" in interp["warnings"]
+
+
 def test_check_names_what_a_harness_cannot_use():
     assert check(LSTM)["reason"] == "non_tensor_output"
     lazy = check(LAZY_UNMATERIALIZED)
@@ -96,7 +120,7 @@ def test_check_names_what_a_harness_cannot_use():
     assert check("raise ImportError('no such package')")["reason"] == "exec_fails"
     # a function's __module__ is None under exec(code, {}): .startswith fails
     assert check(FUNCTION_MODULE)["reason"] == "forward_fails"
-    fixed = FUNCTION_MODULE.replace("import torch\n", 'import torch\n__name__ = globals().get("__name__") or "problem"\n', 1)
+    fixed = FUNCTION_MODULE.replace("import torch\n", f"import torch\n{EXEC_SAFE_LINE}\n", 1)
     assert check(fixed)["reason"] is None
     emb = check(EMBEDDING)
     assert emb["reason"] is None and emb["input_dtypes"] == ["int64"] and emb["all_float_inputs"] is False
@@ -210,7 +234,8 @@ def test_torchvision_api_logging_survives_plain_exec(mined):
     code = mined["DropBlock2d"]["code"]
     assert "_log_api_usage_once(drop_block2d)" in code
     assert harness_task(code, trials=1)["reason"] is None
-    without = code.replace('__name__ = globals().get("__name__") or "problem"', "")
+    assert EXEC_SAFE_LINE in code
+    without = code.replace(EXEC_SAFE_LINE, "")
     assert harness_task(without, trials=1)["reason"] == "forward_fails"
 
 

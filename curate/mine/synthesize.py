@@ -62,7 +62,7 @@ from curate.mine.guess import (
     scaled_values,
 )
 from curate.conform import check as conformance_check
-from curate.conform import misuse_warning
+from curate.conform import misuse_pattern
 from curate.problem import assemble, build_inputs, exec_source, load_problem
 
 B = 8
@@ -210,12 +210,10 @@ class ConstructorSearch:
         return None
 
     def _warned(self, attempt: dict[str, Any], caught: list) -> dict[str, Any] | None:
-        """The attempt with the argument a misuse warning raised while building asks for
+        """The attempt with the argument a warning raised while building asks for
         (torchvision's GoogLeNet: "... please set init_weights=True"), or None."""
         names = {n for n, _ in self.params}
         for w in caught:
-            if not misuse_warning(str(w.message), w.category):
-                continue
             for name, text in _SET_ARG.findall(str(w.message)):
                 try:
                     value = ast.literal_eval(text.rstrip("."))  # the sentence's full stop
@@ -1826,7 +1824,8 @@ def find_inputs(module: nn.Module, kwargs: dict[str, Any], budget_s: float,
             if not _outputs_ok(out):
                 last = f"output has no tensor ({type(out).__name__})"
                 continue
-            misuse = next((w for w in caught if misuse_warning(str(w.message), w.category)), None)
+            # deprecations are left to the final check, which knows who raised them
+            misuse = next((w for w in caught if misuse_pattern(str(w.message))), None)
             if misuse is not None:  # runs, but not as its authors meant: repair the inputs, else reject
                 last = warned = f"{misuse.category.__name__}: {misuse.message}"
                 queue[:0] = _warning_repairs(specs, str(misuse.message), module)
@@ -2185,6 +2184,7 @@ def _synthesize(closure_source: str, class_name: str, doc: str, budget_s: float 
         ``seed_unstable``, ...).
     """
     t0 = time.monotonic()
+    closure_source = exec_safe(closure_source)
     try:
         ns = exec_source(closure_source, "curate_mined")
     except ModuleNotFoundError as exc:
@@ -2232,7 +2232,7 @@ def _synthesize(closure_source: str, class_name: str, doc: str, budget_s: float 
     several = not isinstance(out, torch.Tensor)
     wrapper = model_wrapper(class_name, kwargs, doc, mode == "eval", _forward_wrapper(specs, module, several),
                             search.fill_empty, main_tensor=several, dry_forward=lazy)
-    code = assemble(exec_safe(closure_source) + "\n\n" + wrapper, specs, init_args(kwargs))
+    code = assemble(closure_source + "\n\n" + wrapper, specs, init_args(kwargs))
     # Final checks: the file alone builds Model(*get_init_inputs()) and runs get_inputs() with
     # autograd on (an in-place write to a leaf fails only then), and a KernelBench-style
     # harness (plain exec, two seeded builds) runs it and gets one tensor.
@@ -2261,13 +2261,37 @@ def _synthesize(closure_source: str, class_name: str, doc: str, budget_s: float 
 
 #: Written after a closure's ``__future__`` imports when its code reads ``__module__``: a
 #: KernelBench-style harness ``exec()``s a problem into an empty dict, where functions get
-#: ``__module__ = None`` (torchvision's ``_log_api_usage_once`` calls ``.startswith`` on it).
-EXEC_SAFE_LINE = '__name__ = globals().get("__name__") or "problem"  # exec() into an empty dict sets none'
+#: ``__module__ = None`` (torchvision's ``_log_api_usage_once`` calls ``.startswith`` on it)
+#: while classes get ``"builtins"`` (the builtins module's ``__name__``); functions get that
+#: too, a module ``dataclasses`` finds in ``sys.modules`` for string annotations.
+EXEC_SAFE_LINE = '__name__ = globals().get("__name__") or "builtins"  # as classes get under exec() into {}'
+
+
+def _without_script_decorators(source: str) -> str:
+    """``source`` without ``@torch.jit.script`` decorator lines: TorchScript reads a function's
+    source file, which code ``exec()``-ed from a string has none of (a KernelBench-style
+    harness's load fails), and the function computes the same without it."""
+    if "jit.script" not in source:
+        return source
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return source
+    drop = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for d in node.decorator_list:
+                if ast.unparse(d) in ("torch.jit.script", "jit.script") and d.lineno == d.end_lineno:
+                    drop.add(d.lineno)
+    return "".join(line for k, line in enumerate(source.splitlines(keepends=True), 1) if k not in drop)
 
 
 def exec_safe(closure_source: str) -> str:
-    """``closure_source`` with :data:`EXEC_SAFE_LINE` after its docstring and ``__future__``
-    imports when it reads ``__module__``; unchanged otherwise."""
+    """``closure_source`` runnable after a plain ``exec()`` into an empty dict: without
+    TorchScript decorators (:func:`_without_script_decorators`), and with
+    :data:`EXEC_SAFE_LINE` after its docstring and ``__future__`` imports when it reads
+    ``__module__``."""
+    closure_source = _without_script_decorators(closure_source)
     if "__module__" not in closure_source:
         return closure_source
     try:
