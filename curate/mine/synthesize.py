@@ -1994,8 +1994,8 @@ def has_uninitialized(module: nn.Module) -> bool:
 #: problem's own inputs materializes them while the model is built, under the seed the
 #: caller built it with, so two seeded builds agree (and a shape variant's inputs give the
 #: layers that variant's sizes).
-DRY_FORWARD = ["        with torch.no_grad():",
-               "            self(*get_inputs())  # lazy layers take their shapes and weights here, under the build's seed"]
+DRY_FORWARD = ["        with torch.no_grad():  # lazy layers take their shapes and weights here, under the build's seed",
+               "            self(*get_inputs())"]
 
 
 #: Parameters made with ``torch.empty`` and left for a model-level init (transformers'
