@@ -24,7 +24,11 @@ Limits per task:
   writing, remove, rename, mkdir, rmtree, chmod, ...; ``TMPDIR`` points into that
   directory, so torch's temporary files land there, and so does ``HOME``: a library's
   ``~/.cache`` or log folder) and starting or signalling other
-  processes. The first refused action ends the task with
+  processes, and reading files outside the task's working directory, the Python
+  installation and the import path (``/etc/passwd``, a user's dotfiles, another project:
+  a problem whose output depends on the host's files is no problem); the environment is
+  cut down to the variables that configure the runtime (:data:`ENV_KEPT`), so code that
+  reads ``os.environ`` sees no host's settings. The first refused action ends the task with
   status ``network``, ``filesystem`` or ``process`` even when the task's own code catches
   the exception: the violation is reported before anything else runs. The hook sees what
   Python code does through the standard library; it is a tripwire for mined code that
@@ -127,20 +131,60 @@ _FILE_EVENTS = {"open": (0,), "os.remove": (0,), "os.rmdir": (0,), "os.mkdir": (
                 "shutil.rmtree": (0,), "shutil.copyfile": (1,), "shutil.copytree": (1,),
                 "shutil.move": (0, 1)}
 _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
+#: Reading events (path argument positions) refused outside the readable folders.
+_READ_EVENTS = {"open": (0,), "os.listdir": (0,), "os.scandir": (0,)}
+#: Device and process files any runtime reads (random bytes, its own status).
+_READABLE_FILES = (os.devnull, "/dev/urandom", "/dev/random", "/dev/shm", "/proc/self")
+#: Environment variables a guarded task keeps (exact names, then prefixes): the ones that
+#: configure Python, torch and the math libraries, not the host's or its user's settings.
+ENV_KEPT = ("PATH", "HOME", "TMPDIR", "XDG_CACHE_HOME", "LANG", "LANGUAGE", "TZ", "LD_LIBRARY_PATH",
+            "GLIBC_TUNABLES", "VIRTUAL_ENV")
+ENV_KEPT_PREFIXES = ("LC_", "PYTHON", "TORCH", "PYTORCH_", "OMP_", "MKL_", "OPENBLAS_", "KMP_", "CUDA_",
+                     "NVIDIA_", "TRITON_", "CUBLAS_", "CUDNN_", "NCCL_")
+
+
+def _readable_roots(writable: tuple[str, ...]) -> tuple[str, ...]:
+    """Folders a guarded task may read: its writable ones, the Python installation (standard
+    library, site-packages) and every folder on the import path when the guard starts."""
+    import site
+    import sysconfig
+
+    found = list(writable) + [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix]
+    found += [p for p in sysconfig.get_paths().values() if p]
+    try:
+        found += site.getsitepackages() + [site.getusersitepackages()]
+    except AttributeError:  # a virtualenv's old site module
+        pass
+    found += [p or os.getcwd() for p in sys.path]
+    out = []
+    for p in found:
+        r = os.path.realpath(p)
+        if r != os.sep and r not in out:
+            out.append(r)
+    return tuple(out)
+
+
+def _scrub_environment() -> None:
+    for key in list(os.environ):
+        if key not in ENV_KEPT and not key.startswith(ENV_KEPT_PREFIXES):
+            del os.environ[key]
 
 
 def _install_guard(conn, writable: tuple[str, ...]) -> None:
     """Add the audit hook (it cannot be removed) that reports the first refused action over
-    ``conn`` and ends the process: mined code cannot swallow the refusal."""
+    ``conn`` and ends the process: mined code cannot swallow the refusal. The environment
+    is cut down to :data:`ENV_KEPT` first."""
     roots = tuple(os.path.realpath(w) for w in writable)
+    readable = _readable_roots(roots) + tuple(os.path.realpath(f) for f in _READABLE_FILES)
+    _scrub_environment()
     me = os.getpid()
     busy = []
 
-    def outside(path) -> bool:
+    def outside(path, within: tuple[str, ...] = roots) -> bool:
         if isinstance(path, int) or path is None:
             return False  # an already open descriptor
         p = os.path.realpath(os.fsdecode(path))
-        return p != os.devnull and not any(p == r or p.startswith(r + os.sep) for r in roots)
+        return p != os.devnull and not any(p == r or p.startswith(r + os.sep) for r in within)
 
     def refuse(category: str, detail: str) -> None:
         try:
@@ -159,14 +203,25 @@ def _install_guard(conn, writable: tuple[str, ...]) -> None:
                 return  # signalling itself ends only the task
             busy.append(1)
             refuse(PROCESS, f"{event}{_short(args)}")
-        elif event in _FILE_EVENTS:
+        elif event in _FILE_EVENTS or event in _READ_EVENTS:
+            writes = event != "open" and event in _FILE_EVENTS
             if event == "open":
                 flags = args[2] if len(args) > 2 else None
                 mode = args[1] if len(args) > 1 else None
                 writes = (flags & _WRITE_FLAGS) if isinstance(flags, int) else \
                     isinstance(mode, str) and any(c in mode for c in "wax+")
-                if not writes:
-                    return
+            if not writes:
+                busy.append(1)
+                try:
+                    bad = [args[i] for i in _READ_EVENTS[event] if i < len(args) and args[i] != "." and
+                           outside(args[i], readable)]
+                except Exception:
+                    bad = []
+                if bad:
+                    refuse(FILESYSTEM, f"{event} (read) outside the working directory and the Python "
+                                       f"installation: {bad[0]!r}")
+                busy.pop()
+                return
             busy.append(1)
             try:
                 bad = [args[i] for i in _FILE_EVENTS[event] if i < len(args) and outside(args[i])]

@@ -9,12 +9,17 @@ A run directory holds one folder per stage::
 Columns written by ``mine`` (every later stage keeps them and adds its own):
 
 =================  ==========================================================
-problem_id         str, stable id (hash of source coordinates and class name)
-name               str, ``<source>.<ClassName>``
+problem_id         str, stable id (hash of source name, file path and class name; not the version)
+name               str, ``<source>.<ClassName>``, or ``<source>.<dotted path>.<ClassName>`` where
+                   several classes of the table share that (unique in the table)
 code               str, self-contained KernelBench-format source
 init_args          str, JSON list of positional constructor arguments
 input_spec         str, JSON list (see :mod:`curate.problem`)
 source             struct{kind, name, uri, version, path, class_name, licence}
+input_dtypes       str, JSON list: torch dtype name per tensor input (``int64`` for indices)
+all_float_inputs   bool, every tensor input is floating point
+checked_torch      str, ``<torch version>@<device>,...``: where the KernelBench-style check
+                   (:mod:`curate.conform`) passed; measure appends its device's
 =================  ==========================================================
 
 Accountability: for every stage ``kept + rejected == in`` (checked by

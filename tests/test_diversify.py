@@ -46,12 +46,23 @@ class Model(nn.Module):
         return x @ torch.ones(3, 3)
 """
 
+# nn.MultiheadAttention returns (output, weights): a KernelBench-style harness compares one
+# tensor, so the problem returns the attention output
+MHA = """import torch
+from torch import nn
+
+
+class Model(nn.MultiheadAttention):
+    def forward(self, query, key, value):
+        return super().forward(query, key, value)[0]
+"""
+
 PROBLEMS = {
     # name: (module source, init args, input spec)
     "conv": (_module("nn.Conv2d"), [3, 16, 3], [_t(8, 3, 32, 32)]),
     "linear": (_module("nn.Linear"), [64, 32], [_t(8, 64)]),
     "gelu": (_module("nn.GELU"), [], [_t(8, 64, 32, 32)]),
-    "mha": (_module("nn.MultiheadAttention"), [64, 8], [_t(128, 8, 64)] * 3),
+    "mha": (MHA, [64, 8], [_t(128, 8, 64)] * 3),
     "fixed": (FIXED_VIEW, [], [_t(8, 64)]),
     "broken": (BROKEN, [], [_t(8, 64)]),
 }
@@ -140,7 +151,7 @@ def test_stage_aims_every_shape_at_the_band(tmp_path):
     assert stats["in"] == len(PROBLEMS) == stats["kept"] + stats["rejected"]
     assert stats["rows_out"] == kept.height
     reasons = dict(zip(rejected["problem_id"], rejected["reject_reason"]))
-    assert reasons == {"p_broken": "original_fails", "p_fixed": "launch_bound"}
+    assert reasons == {"p_broken": "forward_fails", "p_fixed": "launch_bound"}
     fixed = rejected.filter(pl.col("problem_id") == "p_fixed")["reject_detail"][0]
     assert "best estimate" in fixed  # the best time reached is in the detail
 
@@ -325,3 +336,16 @@ def test_calibration_moves_a_misestimated_shape_into_the_band():
     b = primary["spec"][0]["shape"][0]
     assert held["role"] == "heldout" and held["ms"] is not None
     assert held["spec"][0]["shape"][0] == (b if b % 2 else b - 1) and held["spec"][0]["shape"][1:] == [64, 32, 32]
+
+
+def test_a_problem_a_plain_exec_harness_cannot_use_is_rejected_with_its_reason(tmp_path):
+    """nn.LSTM returns (output, (h, c)): no variants, the conformance check's reason."""
+    PROBLEMS["lstm"] = (_module("nn.LSTM"), [16, 32], [_t(4, 8, 16)])
+    try:
+        out = _dedup_dir(tmp_path, ["lstm", "linear"])
+    finally:
+        del PROBLEMS["lstm"]
+    stats = run(out, variants=1, workers=2, timeout_s=60)
+    rejected = read_rejected(out / "diversify")
+    assert stats["kept"] == 1 and rejected["problem_id"].to_list() == ["p_lstm"]
+    assert rejected["reject_reason"].to_list() == ["non_tensor_output"]

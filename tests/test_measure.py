@@ -75,7 +75,8 @@ def test_stage_times_good_problems_and_rejects_bad_ones(tmp_path):
     df = _rows({**GOOD, **BAD})
     df = pl.concat([df, _rows({"badspec": GOOD["gelu"]}).with_columns(pl.lit("{oops").alias("input_spec"))])
     out = _diversified(tmp_path, df)
-    stats = run(out, device="cpu", trials=10, warmup=2, timeout_s=8, workers=2)
+    # measure's own checks (the harness check before them has its reasons, see test_conform)
+    stats = run(out, device="cpu", trials=10, warmup=2, timeout_s=8, workers=2, conform=False)
 
     assert stats["in"] == df.height == stats["kept"] + stats["rejected"]
     kept = read_problems(out / "measure")

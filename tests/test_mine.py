@@ -318,7 +318,7 @@ def test_synthesis_offloaded_in_two_calls_merges_into_the_same_problems(mined_ru
     assert offload_main([str(tasks), "--out", str(first), "--workers", "2", "--deadline-s", "0.5"]) == 0
     assert 0 < len((first / "done.txt").read_text().split()) < got["exported"]  # cut short
     assert offload_main([str(tasks), "--out", str(second), "--workers", "2", "--skip", str(first / "done.txt"),
-                         "--shard-mib", "0.01"]) == 0
+                         "--shard-mib", "0.002"]) == 0
     done = (first / "done.txt").read_text().split() + (second / "done.txt").read_text().split()
     assert sorted(done) == sorted(t["key"] for t in read_lines(tasks))
     shards = sorted(first.glob("outcomes-*.jsonl.xz")) + sorted(second.glob("outcomes-*.jsonl.xz"))

@@ -184,6 +184,42 @@ def test_guard_allows_the_private_folder_torch_and_triton():
     assert work.value[:4] == ([2, 4], [1, 2, 8, 16], 4, 4) and work.value[4] < 1e-5
 
 
+def _read_host_file_quietly(path):
+    try:
+        with open(path) as f:
+            return len(f.read())
+    except Exception:
+        return -1
+
+
+def _environment_and_own_files():
+    """What a guarded task may still read: its installation's files, its own status."""
+    import inspect
+
+    import torch
+
+    with open("/proc/self/status") as f:
+        status = f.readline()
+    return sorted(os.environ), len(inspect.getsource(torch.nn.Linear)), status.split(":")[0]
+
+
+def test_guard_refuses_reading_host_files_and_hides_the_host_environment(tmp_path):
+    host = tmp_path / "secret.txt"  # outside the task's folder and the Python installation
+    host.write_text("host-specific")
+    sb = Sandbox(workers=2, timeout_s=60, mem_mb=4096, guard=True)
+    passwd = sb.run(_read_host_file_quietly, "/etc/passwd")
+    assert passwd.status == FILESYSTEM and "/etc/passwd" in passwd.error and "read" in passwd.error
+    secret = sb.run(_read_host_file_quietly, str(host))
+    assert secret.status == FILESYSTEM and str(host) in secret.error
+    own = sb.run(_environment_and_own_files)
+    assert own.status == OK, own.error
+    keys, source_chars, first = own.value
+    assert source_chars > 1000 and first == "Name"
+    from curate.sandbox import ENV_KEPT, ENV_KEPT_PREFIXES
+
+    assert keys and all(k in ENV_KEPT or k.startswith(ENV_KEPT_PREFIXES) for k in keys), keys
+
+
 def test_unguarded_tasks_keep_their_old_freedom(tmp_path):
     """The verifier compiles (Triton and C++ caches, compiler processes): no guard by default."""
     out = Sandbox(workers=1, timeout_s=30).run(_write, str(tmp_path / "ok.txt"))

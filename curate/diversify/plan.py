@@ -3,8 +3,9 @@
 :func:`plan_task` runs inside a :class:`curate.sandbox.Sandbox` child on the CPU (the code is
 untrusted). It
 
-1. builds ``Model(*init_args)`` (seed 0) and runs the mined inputs for real: the problem must
-   run and give a finite output;
+1. runs the problem as a KernelBench-style harness does (:func:`curate.conform.check`: plain
+   ``exec``, two seeded builds, one output tensor), then builds ``Model(*init_args)`` (seed 0)
+   and runs the mined inputs for real: the problem must run and give a finite output;
 2. builds the model again on the ``meta`` device, where a forward at any size costs
    milliseconds, and prices forwards with :mod:`curate.diversify.cost` (a problem whose code
    cannot run on ``meta``, e.g. one that reads a tensor's values, is priced on real CPU
@@ -37,6 +38,7 @@ from typing import Any, Callable
 
 import torch
 
+from curate.conform import check as conformance_check
 from curate.diversify.cost import ForwardCost, GpuProfile, device_ms, estimate_ms, forward_cost, gpu_profile
 from curate.diversify.shapes import Axis, apply_family, axes, family, init_paths
 from curate.measure.checks import all_finite, output_bytes
@@ -255,7 +257,8 @@ def plan_task(code: str, init_args: list, input_spec: list[dict], band: tuple[fl
         shapes: in-band shapes wanted (the first is the primary).
         deadline_s: seconds after which no further estimate is started.
     Returns:
-        ``{"ok": False, "detail"}`` when the mined inputs do not run; else ``{"ok": True,
+        ``{"ok": False, "detail"}`` when the mined inputs do not run (with ``reason`` when a
+        KernelBench-style harness cannot run the problem, see :mod:`curate.conform`); else ``{"ok": True,
         "original": {flops, bytes, seconds, finite, est_ms, peak_bytes}, "shapes": [{role,
         family, s, spec, init, est_ms, flops, bytes, peak_bytes}], "reject": None or
         [reason, detail], "meta": bool, "families": [names]}``; roles are ``primary``,
@@ -264,6 +267,9 @@ def plan_task(code: str, init_args: list, input_spec: list[dict], band: tuple[fl
     t0 = time.monotonic()
     deadline = t0 + deadline_s
     prof = gpu_profile(gpu)
+    conf = conformance_check(code, "cpu", trials=1)
+    if conf["reason"]:  # a KernelBench-style harness cannot use it: no shapes for it
+        return {"ok": False, "reason": conf["reason"], "detail": conf["detail"]}
     try:
         ns = load_problem(code)
         torch.manual_seed(0)

@@ -37,7 +37,8 @@ shape_variants      str, JSON list of ``{"input_spec", "init_args", "heldout"}``
                     (odd, not power-of-two sizes), which no row's prompt shows
 ==================  ==============================================================
 
-Reject reasons: ``original_fails`` (the mined inputs do not run), ``launch_bound`` (no
+Reject reasons: ``original_fails`` (the mined inputs do not run), the reasons of
+:mod:`curate.conform` (a KernelBench-style harness cannot run the mined problem), ``launch_bound`` (no
 shape within the size and memory limits reaches the band: the detail gives the best time),
 ``over_memory`` (the memory budget is reached below the band), ``no_estimate`` (the
 forward could not be priced at any other size), ``no_heldout_shape``, ``too_few_shapes``
@@ -179,7 +180,7 @@ def run(out: Path | str, source: Path | str | None = None, variants: int = 3,
             continue
         plan = plans[i]
         if not plan.get("ok"):
-            rejects.add(row, "original_fails", plan.get("detail", ""))
+            rejects.add(row, plan.get("reason") or "original_fails", plan.get("detail", ""))
             continue
         if plan.get("original", {}).get("est_ms") is not None:
             before.append(plan["original"]["est_ms"])

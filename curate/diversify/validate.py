@@ -10,13 +10,16 @@ inputs, then tries candidate specs in order until ``want`` pass. A candidate pas
   for real on CPU tensors;
 - the real output is finite.
 
+The original must first pass :func:`curate.conform.check` on the CPU (plain ``exec``, two
+seeded builds, one output tensor); otherwise the problem is rejected with that check's reason.
+
 FLOPs come from ``torch.utils.flop_counter.FlopCounterMode`` (0 when no counted op runs,
 e.g. elementwise-only models: the counter covers matmuls, convolutions and attention).
 A candidate whose estimated CPU time (the original's time scaled by the FLOP, or else byte,
 ratio) would overrun ``deadline_s`` is skipped (``over_time``), so one huge variant cannot
 time the whole problem out.
 
-Imports only torch, the standard library and :mod:`curate.problem`.
+Imports only torch, the standard library and curate's torch-only modules.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ from typing import Any
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from curate.conform import check as conformance_check
 from curate.measure.checks import all_finite, output_bytes
 from curate.problem import ProblemLoadError, build_inputs, load_problem, spec_bytes
 
@@ -58,11 +62,15 @@ def validate_task(code: str, init_args: list, input_spec: list[dict], candidates
         mem_budget_bytes: largest input + output bytes of a variant.
         deadline_s: seconds after which no further candidate is started.
     Returns:
-        ``{"ok": False, "detail": ...}`` when the original does not run; otherwise
+        ``{"ok": False, "detail": ...}`` when the original does not run (with ``reason``
+        when a KernelBench-style harness cannot run it, see :mod:`curate.conform`); otherwise
         ``{"ok": True, "original": {flops, bytes, seconds, finite}, "variants": [{label,
         spec, flops, bytes}], "tried": [[label, verdict], ...], "meta": bool}``.
     """
     t0 = time.monotonic()
+    conf = conformance_check(code, "cpu", trials=1)
+    if conf["reason"]:  # a KernelBench-style harness could not use the problem: no variants of it
+        return {"ok": False, "reason": conf["reason"], "detail": conf["detail"]}
     try:
         ns = load_problem(code)
         torch.manual_seed(0)

@@ -20,6 +20,8 @@ Order of work (a failing step stops the rest when ``stop_on_reject``):
    ``compile_seconds``, then the same timing protocol. A failure is ``compile_error``.
 
 Forwards run under ``torch.no_grad()`` (inference, like KernelBench's evaluation).
+With ``conform``, step 0 runs the problem as a KernelBench-style harness does
+(:mod:`curate.conform`), and its reasons reject the problem.
 Other reasons: ``load_error`` (code, constructor or inputs fail), ``forward_error`` (the
 forward raises), ``memory`` (out of memory, on the GPU past the worker's memory limit too),
 ``cuda_error`` (an illegal address, a device-side assert: the context is unusable, ``fatal``
@@ -44,6 +46,7 @@ from typing import Any
 
 import torch
 
+from curate.conform import check as conformance_check
 from curate.measure import checks
 from curate.measure.profile import library_share
 from curate.measure.timing import (L2Flush, plan_trials, summarize, synchronize, time_calls,
@@ -171,7 +174,8 @@ def measure_problem(code: str, input_spec: list | None = None, init_args: list |
                     budget_s: float | None = None, seed: int = 0, checks_on: bool = True,
                     stop_on_reject: bool = True, name: str = "problem", profile: bool | None = None,
                     cuda_graph: str = "auto", precompile: dict | None = None,
-                    suspicious_speedup: float = SUSPICIOUS_SPEEDUP) -> dict[str, Any]:
+                    suspicious_speedup: float = SUSPICIOUS_SPEEDUP, conform: bool = False,
+                    conform_trials: int = 2) -> dict[str, Any]:
     """Check and time one KernelBench-format problem on ``device``.
 
     Args:
@@ -198,6 +202,10 @@ def measure_problem(code: str, input_spec: list | None = None, init_args: list |
             (:mod:`curate.measure.compile_ahead`): when its process died or timed out
             compiling, the compile is not tried again here (``compile_error``).
         suspicious_speedup: eager/Inductor ratio above which both are timed again.
+        conform: first run the problem as a KernelBench-style harness does, on ``device``
+            (:func:`curate.conform.check`, ``conform_trials`` input sets); its failure reason
+            (``exec_fails``, ``non_tensor_output``, ``seed_unstable``, ...) rejects the
+            problem, and its result is ``conformance``.
     Returns:
         dict with ``reason`` (None when the problem passed), ``detail``, ``flags``, ``notes``,
         ``fatal``, ``device``, ``gpu``, ``torch_version``, ``eager`` and ``compile`` (timing
@@ -225,7 +233,7 @@ def measure_problem(code: str, input_spec: list | None = None, init_args: list |
         "eager_graph": None, "compile_graph": None, "graph_error": None,
         "compile_seconds": None, "compile_error": None, "compile_max_abs_diff": None,
         "compile_cache": None, "peak_mem_mb": None, "profile": None, "seconds": {},
-        "timed_ms": 0.0,
+        "timed_ms": 0.0, "conformance": None,
     }
     waited0 = _LOCK.waited["exclusive"] if _LOCK is not None else 0.0
     held0 = _allocated(dev)
@@ -234,7 +242,7 @@ def measure_problem(code: str, input_spec: list | None = None, init_args: list |
             "warmup": warmup, "min_ms": min_ms, "max_ms": max_ms, "budget_s": budget_s,
             "seed": seed, "checks_on": checks_on, "profile": profile and dev.type == "cuda",
             "cuda_graph": cuda_graph if dev.type == "cuda" else "off", "precompile": precompile,
-            "suspicious_speedup": suspicious_speedup}
+            "suspicious_speedup": suspicious_speedup, "conform": conform, "conform_trials": conform_trials}
 
     def flag(reason: str, detail: str) -> None:
         res["flags"].append(reason)
@@ -299,6 +307,16 @@ def _timed(res: dict, key: str, fn, dev: torch.device, opts: dict, flush, max_ms
 
 def _run(res, state, flag, code, input_spec, init_args, dev, name, opts) -> None:
     secs = res["seconds"]
+    if opts["conform"]:
+        t = time.perf_counter()
+        res["conformance"] = conf = conformance_check(code, str(dev), opts["conform_trials"])
+        secs["conformance"] = time.perf_counter() - t
+        if conf["reason"]:
+            if dev.type == "cuda" and any(m in conf["detail"] for m in _CUDA_ERROR_MARKERS):
+                raise _Stop("cuda_error", conf["detail"], fatal=True)
+            if any(m in conf["detail"] for m in _MEMORY_MARKERS):
+                raise _Stop("memory", conf["detail"])
+            raise _Stop(conf["reason"], conf["detail"])
     t0 = time.perf_counter()
     state["step"] = "load_error"
     try:

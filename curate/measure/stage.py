@@ -27,6 +27,11 @@ library kernels, from the profiler), ``kernels`` (GPU kernels one eager forward 
 compile-ahead) and ``measure_notes`` (comma-separated labels that reject nothing:
 ``retimed``, ``suspicious_speedup``, ``graph_capture_failed``).
 
+Before timing, each row runs as a KernelBench-style harness runs it, on the measure device
+(:mod:`curate.conform`: plain ``exec``, two seeded builds, one output tensor); its reasons
+(``exec_fails``, ``non_tensor_output``, ``seed_unstable``, ...) reject the row, and a pass
+appends ``<torch version>@<device>`` to ``checked_torch``.
+
 Reject reasons: see :mod:`curate.measure.core` (``cuda_error`` for an illegal address or a
 device-side assert, ``memory`` past the worker's memory limit ...), plus ``timeout``/
 ``crash`` from the isolating process (a hang, a segfault) and ``load_error`` for an
@@ -45,6 +50,8 @@ from typing import Any
 
 import polars as pl
 
+from curate.conform import checked_torch
+from curate.problem import replace_inputs
 from curate.measure.core import measure_problem
 from curate.journal import Journal, content_key
 from curate.progress import progress
@@ -58,7 +65,7 @@ FLOAT_COLUMNS = ("eager_ms", "eager_mean_ms", "eager_std_ms", "eager_p10_ms", "e
                  "compile_ms", "compile_std_ms", "compile_seconds", "inductor_speedup",
                  "peak_mem_mb", "measure_seconds", "eager_cv", "compile_cv", "eager_graph_ms",
                  "compile_graph_ms", "library_share")
-STRING_COLUMNS = ("compile_error", "gpu", "device", "torch_version", "measure_notes")
+STRING_COLUMNS = ("compile_error", "gpu", "device", "torch_version", "measure_notes", "checked_torch")
 INT_COLUMNS = ("trials", "kernels")
 
 
@@ -129,7 +136,7 @@ def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
         budget_s: float | None = None, mem_mb: int = CPU_MEM_MB,
         compile_workers: int | None = None, gpu_mem_fraction: float | None = None,
         cuda_graph: str = "auto", profile: bool | None = None,
-        inductor_cache: str | None = None, band: bool = True) -> dict[str, Any]:
+        inductor_cache: str | None = None, band: bool = True, conform: bool = True) -> dict[str, Any]:
     """Measure ``OUT/diversify`` (or ``source``) into ``OUT/measure``; return the stage stats.
 
     Args:
@@ -158,6 +165,9 @@ def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
             GPU (``shape_source = "estimated"``) are checked and timed at their mined inputs
             (``mined_input_spec``; note ``timed_at_mined_shape``): a CPU cannot run a GPU's
             sizes in minutes.
+        conform: run each problem as a KernelBench-style harness does first, on the measure
+            device (:mod:`curate.conform`); a failure rejects the row with its reason, a pass
+            appends ``<torch version>@<device>`` to ``checked_torch``.
     Raises:
         ValueError: bad ``device`` (see :func:`resolve_device`).
         FileNotFoundError: no input table.
@@ -176,7 +186,8 @@ def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
         raise ValueError(f"gpu_mem_fraction must be in (0, 1], got {gpu_mem_fraction}")
     settings = {"device": dev, "inductor": inductor, "min_ms": min_ms, "max_ms": max_ms,
                 "trials": trials, "warmup": warmup, "budget_s": budget_s, "timeout_s": timeout_s,
-                "cuda_graph": cuda_graph, "profile": profile, "gpu_mem_fraction": gpu_mem_fraction}
+                "cuda_graph": cuda_graph, "profile": profile, "gpu_mem_fraction": gpu_mem_fraction,
+                "conform": conform}
     journal = Journal(stage_dir(out, "measure") / "_journal.jsonl", settings)
     jobs: list[tuple[int, str, dict[str, Any]]] = []  # row index, journal key, task
     tagged: dict[int, list[str]] = {}  # row index -> notes the stage adds
@@ -190,20 +201,24 @@ def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
         except (ValueError, TypeError) as exc:
             results[i] = {"reason": "load_error", "detail": f"bad input_spec/init_args: {exc}"}
             continue
-        notes = []
+        code = row.get("code") or ""
         if not cuda and row.get("shape_source") == "estimated" and row.get("mined_input_spec"):
             spec = json.loads(row["mined_input_spec"])
             init = json.loads(row["mined_init_args"]) if row.get("mined_init_args") else init
-            notes.append("timed_at_mined_shape")
-            tagged[i] = notes
-        key = content_key(row.get("problem_id"), row.get("code"), spec, init)
+            tagged[i] = ["timed_at_mined_shape"]
+            try:  # the conformance check runs the code's own get_inputs(): at the mined size too
+                code = replace_inputs(code, spec, init or [])
+            except ValueError:
+                pass
+        key = content_key(row.get("problem_id"), code, spec, init)
         if key in journal:
             results[i] = journal.get(key)
             continue
-        task = dict(code=row.get("code") or "", input_spec=spec, init_args=init,
+        task = dict(code=code, input_spec=spec, init_args=init,
                     device="cuda" if cuda else "cpu", inductor=inductor, trials=trials,
                     warmup=warmup, min_ms=min_ms, max_ms=max_ms, budget_s=budget_s,
-                    cuda_graph=cuda_graph, profile=profile, name=str(row.get("problem_id") or i))
+                    cuda_graph=cuda_graph, profile=profile, name=str(row.get("problem_id") or i),
+                    conform=conform)
         jobs.append((i, key, task))
 
     extra: dict[str, Any] = {"device": dev, "inductor": inductor, "band_ms": [min_ms, max_ms],
@@ -227,7 +242,9 @@ def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
             cols = result_columns(res) if "eager" in res else {}
             rejects.add({**row, **cols}, res["reason"], res.get("detail", ""))
         else:
-            kept.append({**row, **result_columns(res)})
+            conf = [res["conformance"]] if res.get("conformance") else []
+            kept.append({**row, **result_columns(res),
+                         "checked_torch": checked_torch(conf, row.get("checked_torch")) or None})
     kept_df = _typed(kept, df)
     rej_df = rejects.frame(kept_df)
     if rej_df.height:

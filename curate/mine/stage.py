@@ -23,6 +23,7 @@ from curate.mine.offload import read_outcomes, write_tasks
 from curate.mine.scan import Scan, closure_of, closure_sources, scan
 from curate.mine.sources import Source, SourceUnavailable, load_manifest, resolve
 from curate.mine.synthesize import synthesis_version, synthesize_task
+from curate.mine.torch_api import public_closure
 from curate.problem import dumps
 from curate.progress import progress
 from curate.table import Rejections, source_struct, stage_dir, write_stage
@@ -31,8 +32,44 @@ __all__ = ["run", "closures"]
 
 
 def problem_id(source: Source, rel: str, class_name: str) -> str:
-    key = f"{source.name}|{source.version}|{rel}|{class_name}"
+    """The id of a source's class: a hash of the source's name, the file's path and the class
+    name. The version is left out, so a package's next release keeps the ids of unchanged
+    classes (a journal resumes them, their content keys change only with their code)."""
+    key = f"{source.name}|{rel}|{class_name}"
     return hashlib.sha1(key.encode()).hexdigest()[:16]
+
+
+def long_name(source_name: str, rel: str, class_name: str) -> str:
+    """``<source>.<dotted file path>.<ClassName>``: tells apart classes of one name defined in
+    different files (``torchvision.models.googlenet.BasicConv2d`` and
+    ``torchvision.models.inception.BasicConv2d``)."""
+    dotted = rel.removesuffix(".py").replace("/", ".").removesuffix(".__init__")
+    if dotted == source_name or dotted.startswith(source_name + "."):
+        return f"{dotted}.{class_name}"
+    return f"{source_name}.{dotted}.{class_name}"
+
+
+def unique_names(rows: list[dict[str, Any]]) -> None:
+    """Give the rows whose ``name`` (``<source>.<ClassName>``) several classes share their
+    :func:`long_name`, in place: ``name`` is then unique across the table (and its exports)."""
+    seen: dict[str, set[tuple[str, str]]] = {}
+    for r in rows:
+        seen.setdefault(r["name"], set()).add((r["source"]["path"], r["source"]["class_name"]))
+    for r in rows:
+        src = r["source"]
+        if len(seen[r["name"]]) > 1 and src["class_name"]:
+            r["name"] = long_name(src["name"], src["path"], src["class_name"])
+
+
+def input_columns(spec: list[dict]) -> dict[str, Any]:
+    """``input_dtypes`` (JSON list: a torch dtype name per tensor input, the Python type name of
+    a plain value) and ``all_float_inputs`` (every tensor input floating point: a harness
+    that casts every input to float32 may take the problem) for an input spec."""
+    dtypes = [s.get("dtype", "float32") if s["kind"] in ("tensor", "index", "mask")
+              else type(s.get("value")).__name__ for s in spec]
+    floats = all(d.startswith(("float", "bfloat", "complex"))
+                 for s, d in zip(spec, dtypes) if s["kind"] in ("tensor", "index", "mask"))
+    return {"input_dtypes": dumps(dtypes), "all_float_inputs": floats}
 
 
 def _base_row(source: Source, rel: str, class_name: str | None) -> dict[str, Any]:
@@ -65,8 +102,15 @@ def closures(found: Scan, candidates: list[tuple[str, str, str]] | None = None,
     if built is None:
         built = closure_sources(found, executor or LocalExecutor(1), cands)
     out: list[tuple[dict[str, Any], tuple]] = []
+    torch_source = source.kind == "package" and source.name == "torch"
     for (rel, _, cls), (status, text) in zip(cands, built):
         row = _base_row(source, rel, cls)
+        if torch_source:  # torch's own classes: through torch's public API, or not at all
+            text = public_closure(rel, cls)
+            status = "ok" if text is not None else "torch_private"
+            if text is None:
+                text = (f"{rel}::{cls} has no public spelling in torch {source.version}: a copy of it "
+                        "runs only on the torch it was copied from")
         if status != "ok":
             out.append((row, (status, text)))
             continue
@@ -290,7 +334,9 @@ def _run(manifest: Path | str, out: Path | str, entries: list[dict], cache: Path
         else:
             kept.append({**row, "code": v["code"], "init_args": dumps(v["init_args"]),
                          "input_spec": dumps(v["input_spec"]), "output_shapes": dumps(v["output_shapes"]),
+                         **input_columns(v["input_spec"]), "checked_torch": v.get("checked_torch"),
                          "synth_seconds": round(v["seconds"], 3)})
+    unique_names(kept + rejects.rows)
     kept_df = pl.DataFrame(kept, infer_schema_length=None) if kept else pl.DataFrame()
     kept_df = kept_df.sort("problem_id") if kept else kept_df
     for name in per_source:

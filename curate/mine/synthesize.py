@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import contextlib
+import dataclasses
 import functools
 import hashlib
 import importlib.metadata
@@ -34,6 +35,7 @@ import sys
 import textwrap
 import time
 import traceback
+import warnings
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -59,6 +61,8 @@ from curate.mine.guess import (
     scaled_config,
     scaled_values,
 )
+from curate.conform import check as conformance_check
+from curate.conform import misuse_pattern
 from curate.problem import assemble, build_inputs, exec_source, load_problem
 
 B = 8
@@ -134,6 +138,10 @@ def _key(kwargs: dict[str, Any]) -> str:
 _PLAIN_TYPES = {"int", "float", "str", "bool", "NoneType", "dict", "list", "tuple"}
 
 
+#: ``set init_weights=True`` / ``pass antialias=False`` in a warning's text.
+_SET_ARG = re.compile(r"\b(?:set|pass|use)\s+`?(\w+)\s*=\s*([\w.'\"-]+)")
+
+
 class ConstructorSearch:
     """Successive constructor-argument guesses for ``cls`` (paritybench-style repair).
 
@@ -178,10 +186,16 @@ class ConstructorSearch:
             self.tried.add(key)
             try:
                 torch.manual_seed(0)
-                with filled_empty() if self.fill_empty else contextlib.nullcontext():
+                with filled_empty() if self.fill_empty else contextlib.nullcontext(), \
+                        warnings.catch_warnings(record=True) as caught:
+                    warnings.simplefilter("always")
                     module = self.cls(**{k: build(v, self.ns) for k, v in attempt.items()})
                 if not isinstance(module, nn.Module):
                     raise SynthesisError("not_a_module", type(module).__name__)
+                fix = self._warned(attempt, caught)
+                if fix is not None:  # the warning names the argument that silences it
+                    self.queue.insert(0, fix)
+                    continue
                 return module, attempt
             except SynthesisError:
                 raise
@@ -193,6 +207,20 @@ class ConstructorSearch:
                 if reason:
                     raise SynthesisError(reason, self.last)
                 self.queue[:0] = self._repairs(attempt, self.last, blame(exc))
+        return None
+
+    def _warned(self, attempt: dict[str, Any], caught: list) -> dict[str, Any] | None:
+        """The attempt with the argument a warning raised while building asks for
+        (torchvision's GoogLeNet: "... please set init_weights=True"), or None."""
+        names = {n for n, _ in self.params}
+        for w in caught:
+            for name, text in _SET_ARG.findall(str(w.message)):
+                try:
+                    value = ast.literal_eval(text.rstrip("."))  # the sentence's full stop
+                except (ValueError, SyntaxError):
+                    continue
+                if name in names and attempt.get(name, inspect.Parameter.empty) != value:
+                    return {**attempt, name: value}
         return None
 
     def _choices(self, name: str, value: Any) -> list[Any]:
@@ -1709,7 +1737,18 @@ def _flatten(out: Any) -> list[Any]:
         return [x for o in out for x in _flatten(o)]
     if isinstance(out, dict):
         return [x for o in out.values() for x in _flatten(o)]
+    if dataclasses.is_dataclass(out) and not isinstance(out, type):
+        return [x for f in dataclasses.fields(out) for x in _flatten(getattr(out, f.name, None))]
     return []
+
+
+def main_tensor(out: Any) -> torch.Tensor | None:
+    """The tensor a problem returns for ``out``: ``out`` itself, else the first floating-point
+    tensor of a tuple, named tuple, list, dict or dataclass output walked depth first in
+    order (else its first tensor); None when it holds no tensor. Same rule as
+    :data:`MAIN_TENSOR_SOURCE`."""
+    found = [t for t in _flatten(out) if isinstance(t, torch.Tensor)]
+    return next((t for t in found if t.is_floating_point()), found[0] if found else None)
 
 
 def find_inputs(module: nn.Module, kwargs: dict[str, Any], budget_s: float,
@@ -1764,7 +1803,7 @@ def find_inputs(module: nn.Module, kwargs: dict[str, Any], budget_s: float,
         queue = [q for specs in queue for q in (_fit_ranks(specs, _spec_names(specs, params), evidence), specs)]
     tried: set[str] = set()
     deadline = time.monotonic() + budget_s
-    last = first = last_line = first_line = ""
+    last = first = last_line = first_line = warned = ""
     while queue and len(tried) < max_tries and time.monotonic() < deadline:
         specs = queue.pop(0)
         key = repr(specs)
@@ -1774,12 +1813,22 @@ def find_inputs(module: nn.Module, kwargs: dict[str, Any], budget_s: float,
         if sum(math.prod(s.get("shape", [0])) * 4 for s in specs) > MAX_INPUT_BYTES:
             last = "inputs over the size cap"
             continue
+        if any(0 in (s.get("shape") or [1]) for s in specs):  # a lazy layer's in_features=0, say
+            last = "an input with a dimension of size 0"
+            continue
         try:
             args = build_inputs(specs, seed=0)
-            with torch.no_grad():
+            with torch.no_grad(), warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
                 out = call(module, specs, args)
             if not _outputs_ok(out):
                 last = f"output has no tensor ({type(out).__name__})"
+                continue
+            # deprecations are left to the final check, which knows who raised them
+            misuse = next((w for w in caught if misuse_pattern(str(w.message))), None)
+            if misuse is not None:  # runs, but not as its authors meant: repair the inputs, else reject
+                last = warned = f"{misuse.category.__name__}: {misuse.message}"
+                queue[:0] = _warning_repairs(specs, str(misuse.message), module)
                 continue
             return specs, out
         except NotImplementedError as exc:
@@ -1798,19 +1847,44 @@ def find_inputs(module: nn.Module, kwargs: dict[str, Any], budget_s: float,
             reason = _classify(last, "")
             if reason:
                 raise SynthesisError(reason, last)
-            repairs = _optional_inputs(specs, last, last_line, module) + _repair_specs(specs, last, module)
+            repairs = (_optional_inputs(specs, last, last_line, module) + _warning_repairs(specs, last, module)
+                       + _repair_specs(specs, last, module))
             line_ranks = _line_evidence(last_line, names) if last_line else {}
             if line_ranks:  # the failing line reads an input's shape: change that input alone
                 repairs.insert(0, _fit_ranks(specs, _spec_names(specs, params), line_ranks))
             if "kwargs only" in last:  # NeMo's @typecheck: "All arguments must be passed by kwargs only"
                 repairs.insert(0, [{"arg": n, **s} for s, (n, _) in zip(specs, params)] + specs[len(params):])
             queue[:0] = repairs  # repairs of this guess first: depth-first like paritybench
+    if warned:  # a guess ran, but the reference warned about its misuse and no repair helped
+        raise SynthesisError("reference_warns", warned)
     if "too large" in last or "size cap" in last:
         raise SynthesisError("inputs_too_large", last)
     detail = last if first == last else f"first guess: {first[:700]} | last guess: {last[:700]}"
     # both failing lines: the first guess's error often names the constructor parameter to change
     lines = last_line if first_line == last_line else f"{first_line}\n{last_line}"
     raise SynthesisError("no_runnable_inputs", detail or "no guess tried", lines)
+
+
+_SIZES = re.compile(r"target size \(torch\.Size\(\[([\d, ]*)\]\)\).*input size \(torch\.Size\(\[([\d, ]*)\]\)\)",
+                    re.IGNORECASE)
+
+
+def _warning_repairs(specs: list[dict], msg: str, module: nn.Module) -> list[list[dict]]:
+    """Inputs that may stop the reference's misuse warning ``msg``: a loss target shaped (and
+    typed) like the input it broadcasts against, or the input shaped like the target; an
+    input whose channels disagree with the norm layer's ``num_features`` given a batch
+    dimension before them."""
+    out = []
+    m = _SIZES.search(msg)
+    if m:
+        target, given = ([int(d) for d in g.split(",") if d.strip()] for g in m.groups())
+        for old, new in ((target, given), (given, target)):
+            out.append([{**{k: v for k, v in s.items() if k in ("arg",)}, "kind": "tensor", "shape": list(new),
+                         "dtype": "float32"} if s.get("shape") == old else s for s in specs])
+    nf = getattr(module, "num_features", None)
+    if "does not match num_features" in msg and is_int(nf) and specs and specs[0].get("shape"):
+        out.append([{**specs[0], "shape": [B, nf, *specs[0]["shape"][1:]]}] + specs[1:])
+    return out
 
 
 # --------------------------------------------------------------------------- checks
@@ -1843,22 +1917,30 @@ def _finite(out: Any) -> bool:
 
 
 # --------------------------------------------------------------------------- the task
-def _forward_wrapper(specs: list[dict], module: nn.Module) -> list[str]:
+def _forward_wrapper(specs: list[dict], module: nn.Module, main: bool = False) -> list[str]:
     """``Model.forward`` taking every input positionally, for inputs the mined forward takes by
-    keyword or as a pair; empty when the mined forward takes them as they are."""
-    if not any(s.get("arg") or s.get("pair") for s in specs):
+    keyword or as a pair, and (``main``) returning the one tensor :data:`MAIN_TENSOR_SOURCE`
+    picks from an output that is not a tensor; empty when the mined forward is fine as it is."""
+    if not main and not any(s.get("arg") or s.get("pair") for s in specs):
         return []
     names = [n for n, _ in _forward_params(module)]
     params, pos, kw, i, j = [], [], [], 0, 0
+
+    def fresh(name: str) -> str:
+        base, k = name, 1
+        while name in params or name == "self":
+            name, k = f"{base}_{k}", k + 1
+        return name
+
     while i < len(specs):
         s = specs[i]
         if s.get("pair"):
-            a, b = f"{s['arg']}_0", f"{s['arg']}_1"
+            a, b = fresh(f"{s['arg']}_0"), fresh(f"{s['arg']}_1")
             params += [a, b]
             value = f"({a}, {b})"
             i += 1
         else:
-            name = s.get("arg") or (names[j] if j < len(names) else f"x{j}")
+            name = fresh(s.get("arg") or (names[j] if j < len(names) else f"x{j}"))
             params.append(name)
             value = name
         if s.get("arg"):
@@ -1867,8 +1949,53 @@ def _forward_wrapper(specs: list[dict], module: nn.Module) -> list[str]:
             pos.append(value)
             j += 1
         i += 1
-    return ["", f"    def forward(self, {', '.join(params)}):",
-            f"        return super().forward({', '.join(pos + kw)})"]
+    body = f"super().forward({', '.join(pos + kw)})"
+    if main:
+        body = f"_main_tensor({body})  # the module returns several values: the problem's output is one tensor"
+    return ["", f"    def forward(self, {', '.join(params)}):", f"        return {body}"]
+
+
+#: Written into problems whose module returns a tuple, named tuple, list, dict or dataclass:
+#: a KernelBench-style harness compares one output tensor.
+MAIN_TENSOR_SOURCE = '''
+def _main_tensor(out):
+    """The problem's output: the first floating-point tensor of ``out`` (a tuple, named tuple,
+    list, dict or dataclass walked depth first, in order), else its first tensor."""
+    import dataclasses
+
+    found = []
+
+    def walk(o):
+        if isinstance(o, torch.Tensor):
+            found.append(o)
+        elif isinstance(o, dict):
+            for v in o.values():
+                walk(v)
+        elif isinstance(o, (list, tuple)):
+            for v in o:
+                walk(v)
+        elif dataclasses.is_dataclass(o) and not isinstance(o, type):
+            for f in dataclasses.fields(o):
+                walk(getattr(o, f.name, None))
+
+    walk(out)
+    return next((t for t in found if t.is_floating_point()), found[0] if found else out)
+'''
+
+
+def has_uninitialized(module: nn.Module) -> bool:
+    """Whether ``module`` holds lazy parameters or buffers (``nn.LazyLinear`` and kin), which
+    take their shapes, and draw their values, at the first forward."""
+    lazy = (nn.parameter.UninitializedParameter, nn.parameter.UninitializedBuffer)
+    return any(isinstance(t, lazy) for t in itertools.chain(module.parameters(), module.buffers()))
+
+
+#: ``Model.__init__``'s last lines for a module with lazy parameters: a dry forward on the
+#: problem's own inputs materializes them while the model is built, under the seed the
+#: caller built it with, so two seeded builds agree (and a shape variant's inputs give the
+#: layers that variant's sizes).
+DRY_FORWARD = ["        with torch.no_grad():  # lazy layers take their shapes and weights here, under the build's seed",
+               "            self(*get_inputs())"]
 
 
 #: Parameters made with ``torch.empty`` and left for a model-level init (transformers'
@@ -1908,19 +2035,24 @@ def needs_filled_empty(closure_source: str) -> bool:
 
 
 def model_wrapper(class_name: str, kwargs: dict[str, Any], doc: str, eval_mode: bool = False,
-                  forward: list[str] = (), fill_empty: bool = False) -> str:
+                  forward: list[str] = (), fill_empty: bool = False, main_tensor: bool = False,
+                  dry_forward: bool = False) -> str:
     """Source of ``class Model(<class_name>)``.
 
     Literal arguments become ``Model``'s positional parameters (``get_init_inputs()``),
     configuration arguments too (as the dict of values the configuration is built with);
     :class:`~curate.mine.guess.Expr` arguments are written in place. With ``fill_empty``
-    the base class is built inside :data:`FILLED_EMPTY_SOURCE`'s context.
+    the base class is built inside :data:`FILLED_EMPTY_SOURCE`'s context; ``main_tensor``
+    adds :data:`MAIN_TENSOR_SOURCE` (for a ``forward`` that calls it) and ``dry_forward``
+    ends ``__init__`` with :data:`DRY_FORWARD`.
     """
     lines = [f"class Model({class_name}):", f'    """{doc}"""']
+    if main_tensor:
+        lines[:0] = [*MAIN_TENSOR_SOURCE.splitlines(), "", ""]
     if fill_empty:
         lines[:0] = ["import contextlib", *FILLED_EMPTY_SOURCE.splitlines(), "", ""]
     names = [n for n, v in kwargs.items() if not isinstance(v, Expr)]
-    if kwargs or eval_mode or fill_empty:
+    if kwargs or eval_mode or fill_empty or dry_forward:
         passed = []
         for n, v in kwargs.items():
             if isinstance(v, Expr):
@@ -1939,6 +2071,8 @@ def model_wrapper(class_name: str, kwargs: dict[str, Any], doc: str, eval_mode: 
             lines.append(f"        super().__init__({', '.join(passed)})")
         if eval_mode:
             lines.append("        self.eval()  # dropout inside is not configurable: keep the problem deterministic")
+        if dry_forward:
+            lines += DRY_FORWARD
     lines += list(forward)
     return "\n".join(lines) + "\n"
 
@@ -2025,7 +2159,7 @@ def synthesize(closure_source: str, class_name: str, doc: str, budget_s: float =
     code's imports limited by :func:`problem_imports` meanwhile).
 
     Returns:
-        ``{"code", "init_args" (list), "input_spec" (list), "output_shapes", "seconds"}``.
+        as :func:`_synthesize`.
     Raises:
         SynthesisError: as :func:`_synthesize`.
     """
@@ -2037,14 +2171,20 @@ def _synthesize(closure_source: str, class_name: str, doc: str, budget_s: float 
     """Deduce constructor args and inputs; return the assembled KernelBench problem.
 
     Returns:
-        ``{"code", "init_args" (list), "input_spec" (list), "output_shapes", "seconds"}``.
+        ``{"code", "init_args" (list), "input_spec" (list), "output_shapes" (the output
+        tensor's shape, in a list), "input_dtypes" (list of str), "all_float_inputs" (bool),
+        "checked_torch" (str), "seconds"}``.
     Raises:
         SynthesisError: with reasons ``load_error``, ``import_missing``, ``abstract``,
         ``constructor_failed``, ``no_forward``, ``no_runnable_inputs``, ``unserialisable_args``,
         ``needs_network``, ``needs_data_files``, ``random_output``, ``nonfinite_output``,
-        ``final_check_failed``.
+        ``reference_warns`` (inputs that make the reference warn about its misuse, found no
+        repair), ``final_check_failed``, and :mod:`curate.conform`'s reasons (the problem as
+        a KernelBench-style harness runs it: ``exec_fails``, ``non_tensor_output``,
+        ``seed_unstable``, ...).
     """
     t0 = time.monotonic()
+    closure_source = exec_safe(closure_source)
     try:
         ns = exec_source(closure_source, "curate_mined")
     except ModuleNotFoundError as exc:
@@ -2064,13 +2204,14 @@ def _synthesize(closure_source: str, class_name: str, doc: str, budget_s: float 
         if got is None:
             break
         module, kwargs = got
+        lazy = has_uninitialized(module)  # before a forward materializes them
         if not all(_literal_ok(v) for v in init_args(kwargs)):
             failures.append(SynthesisError("unserialisable_args", repr(kwargs)[:300]))
             continue
         try:
             specs, out = find_inputs(module, kwargs, max(1.0, 0.5 * (deadline - time.monotonic())),
                                      max_tries=60 if not failures else 20)
-            found = (module, kwargs, specs, out)
+            found = (module, kwargs, specs, out, lazy)
             break
         except SynthesisError as exc:
             if exc.reason in ("no_forward", "abstract", "needs_network", "needs_data_files", "import_missing"):
@@ -2082,30 +2223,90 @@ def _synthesize(closure_source: str, class_name: str, doc: str, budget_s: float 
         if failures:
             raise failures[0]
         raise SynthesisError(_classify(search.last, "constructor_failed"), search.last or "no guess tried")
-    module, kwargs, specs, out = found
+    module, kwargs, specs, out, lazy = found
     if not _finite(out):
         raise SynthesisError("nonfinite_output", "the output holds NaN or infinity")
     mode = determinism(module, specs, out)
     if mode == "random":
         raise SynthesisError("random_output", "two runs on the same inputs differ, in train and in eval mode")
-    wrapper = model_wrapper(class_name, kwargs, doc, mode == "eval", _forward_wrapper(specs, module),
-                            search.fill_empty)
+    several = not isinstance(out, torch.Tensor)
+    wrapper = model_wrapper(class_name, kwargs, doc, mode == "eval", _forward_wrapper(specs, module, several),
+                            search.fill_empty, main_tensor=several, dry_forward=lazy)
     code = assemble(closure_source + "\n\n" + wrapper, specs, init_args(kwargs))
-    # Final check: the file alone builds Model(*get_init_inputs()) and runs get_inputs().
+    # Final checks: the file alone builds Model(*get_init_inputs()) and runs get_inputs() with
+    # autograd on (an in-place write to a leaf fails only then), and a KernelBench-style
+    # harness (plain exec, two seeded builds) runs it and gets one tensor.
     try:
         prob = load_problem(code, "final")
         torch.manual_seed(0)
         model = prob["Model"](*prob["get_init_inputs"]())
-        model(*prob["get_inputs"]())  # with autograd on, as a harness would run it
+        model(*prob["get_inputs"]())
     except (Exception, SystemExit) as exc:
         raise SynthesisError("final_check_failed", f"{type(exc).__name__}: {exc}")
+    conf = conformance_check(code, "cpu", trials=2)
+    if conf["reason"]:
+        raise SynthesisError(conf["reason"], conf["detail"])
+    main = main_tensor(out)
     return {
         "code": code,
         "init_args": init_args(kwargs),
         "input_spec": specs,
-        "output_shapes": [list(t.shape) for t in _flatten(out) if isinstance(t, torch.Tensor)][:8],
+        "output_shapes": [list(main.shape)] if main is not None else [],
+        "input_dtypes": conf["input_dtypes"],
+        "all_float_inputs": conf["all_float_inputs"],
+        "checked_torch": f"{conf['torch']}@cpu",
         "seconds": time.monotonic() - t0,
     }
+
+
+#: Written after a closure's ``__future__`` imports when its code reads ``__module__``: a
+#: KernelBench-style harness ``exec()``s a problem into an empty dict, where functions get
+#: ``__module__ = None`` (torchvision's ``_log_api_usage_once`` calls ``.startswith`` on it)
+#: while classes get ``"builtins"`` (the builtins module's ``__name__``); functions get that
+#: too, a module ``dataclasses`` finds in ``sys.modules`` for string annotations.
+EXEC_SAFE_LINE = '__name__ = globals().get("__name__") or "builtins"  # as classes get under exec() into {}'
+
+
+def _without_script_decorators(source: str) -> str:
+    """``source`` without ``@torch.jit.script`` decorator lines: TorchScript reads a function's
+    source file, which code ``exec()``-ed from a string has none of (a KernelBench-style
+    harness's load fails), and the function computes the same without it."""
+    if "jit.script" not in source:
+        return source
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return source
+    drop = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for d in node.decorator_list:
+                if ast.unparse(d) in ("torch.jit.script", "jit.script") and d.lineno == d.end_lineno:
+                    drop.add(d.lineno)
+    return "".join(line for k, line in enumerate(source.splitlines(keepends=True), 1) if k not in drop)
+
+
+def exec_safe(closure_source: str) -> str:
+    """``closure_source`` runnable after a plain ``exec()`` into an empty dict: without
+    TorchScript decorators (:func:`_without_script_decorators`), and with
+    :data:`EXEC_SAFE_LINE` after its docstring and ``__future__`` imports when it reads
+    ``__module__``."""
+    closure_source = _without_script_decorators(closure_source)
+    if "__module__" not in closure_source:
+        return closure_source
+    try:
+        body = ast.parse(closure_source).body
+    except SyntaxError:
+        return closure_source
+    end = 0
+    for k, node in enumerate(body):
+        doc = k == 0 and isinstance(node, ast.Expr) and isinstance(getattr(node, "value", None), ast.Constant)
+        if doc or (isinstance(node, ast.ImportFrom) and node.module == "__future__"):
+            end = node.end_lineno
+        else:
+            break
+    lines = closure_source.splitlines(keepends=True)
+    return "".join(lines[:end]) + EXEC_SAFE_LINE + "\n" + "".join(lines[end:])
 
 
 def synthesize_task(closure_source: str, class_name: str, doc: str, budget_s: float) -> dict[str, Any]:
@@ -2118,7 +2319,7 @@ def synthesize_task(closure_source: str, class_name: str, doc: str, budget_s: fl
 
 #: The files a synthesis outcome depends on besides its closure (which is part of the item's
 #: key): the synthesizer, its guesses, the loader and the sandbox.
-_SYNTHESIS_FILES = ("mine/synthesize.py", "mine/guess.py", "problem.py", "sandbox.py")
+_SYNTHESIS_FILES = ("mine/synthesize.py", "mine/guess.py", "problem.py", "sandbox.py", "conform.py")
 
 
 def synthesis_version() -> str:
