@@ -174,7 +174,12 @@ def check(code: str, device: str = "cpu", trials: int = 3, seed: int = 42) -> di
                 res["reason"], res["detail"] = "exec_fails", f"missing {', '.join(missing)}"
                 return res
             step = "init_fails"
-            with torch.no_grad():
+            # On a GPU, weights and inputs are drawn on the device itself (a default-device
+            # context around the problem's own calls): a harness drawing GPU-sized inputs on
+            # the host and copying them spends seconds per problem on that alone, and the
+            # check compares two seeded runs on one device either way.
+            place = torch.device(dev) if dev.type == "cuda" else contextlib.nullcontext()
+            with torch.no_grad(), place:
                 init = list(ns["get_init_inputs"]())
                 init = [x.to(dev) if isinstance(x, torch.Tensor) else x for x in init]
                 torch.manual_seed(seed)
@@ -184,7 +189,8 @@ def check(code: str, device: str = "cpu", trials: int = 3, seed: int = 42) -> di
             for k in range(trials):
                 step = "inputs_fail"
                 torch.manual_seed(seed + 1 + k)
-                raw = ns["get_inputs"]()
+                with (torch.device(dev) if dev.type == "cuda" else contextlib.nullcontext()):
+                    raw = ns["get_inputs"]()
                 if not isinstance(raw, (list, tuple)):
                     res["reason"], res["detail"] = step, f"get_inputs() returned {type(raw).__name__}"
                     return res
