@@ -34,6 +34,13 @@ def _share(s: pl.Series, lo: float, hi: float | None = None) -> str:
     return f"{100 * n / s.len():.0f}%"
 
 
+#: Rejections about the shapes (the problem runs, but no shape of it was found in the band):
+#: they count against the share kept. Every other reason says the problem itself is unfit (a
+#: harness cannot run it, its output ignores its input, ...), whatever its size.
+SIZE_REASONS = {"launch_bound", "over_memory", "no_estimate", "no_heldout_shape", "too_few_shapes",
+                "out_of_band", "calibrate_failed", "timeout", "memory", "crash"}
+
+
 def figures(d: Path, names: list[str]) -> dict:
     div = pl.concat([pl.read_parquet(d / f"{n}-div.parquet").with_columns(pl.lit(n).alias("set"))
                      for n in names], how="diagonal_relaxed")
@@ -43,11 +50,14 @@ def figures(d: Path, names: list[str]) -> dict:
                      for n in names], how="diagonal_relaxed")
     stats = [json.loads((d / f"{n}-div-stats.json").read_text()) for n in names]
     base_in = sum(s["in"] for s in stats)
-    ran = base_in - rej.filter(pl.col("reject_reason").is_in(["original_fails", "bad_input_spec",
-                                                              "calibrate_failed"])).height
     kept_rows = mea.filter(pl.col("reject_reason").is_null()) if "reject_reason" in mea.columns else mea
     primaries = kept_rows.filter(pl.col("variant") == 0)
     in_band = primaries.filter(pl.col("eager_ms").is_between(pl.col("band_lo_ms"), pl.col("band_hi_ms")))
+    # base problems that build and run as problems: kept in the band, or lost over their size
+    div_size = rej.filter(pl.col("reject_reason").is_in(list(SIZE_REASONS))).height
+    mea_primary = mea.filter((pl.col("variant") == 0) & pl.col("reject_reason").is_not_null())
+    mea_size = mea_primary.filter(pl.col("reject_reason").is_in(list(SIZE_REASONS))).height
+    ran = in_band.height + div_size + mea_size
     per_base = kept_rows.group_by("base_problem_id").len()
     full = per_base.filter(pl.col("len") >= 3).height
     before = div.filter(pl.col("variant") == 0)["mined_calib_ms"]
@@ -59,7 +69,8 @@ def figures(d: Path, names: list[str]) -> dict:
     return {
         "gpu": sorted(set(mea["gpu"].drop_nulls())) if "gpu" in mea.columns else None,
         "base problems in": base_in,
-        "built and ran (mined inputs on the CPU, model on the GPU)": ran,
+        "unfit whatever the size (harness, determinism, input sensitivity)": base_in - ran,
+        "build and run as problems (kept, or lost over their size)": ran,
         "kept a primary shape measured in the band": in_band.height,
         "share of those that ran": f"{100 * in_band.height / max(ran, 1):.1f}%",
         "kept base problems with >= 3 in-band shapes": f"{full} of {per_base.height}",
