@@ -51,6 +51,20 @@ def figures(d: Path, names: list[str]) -> dict:
     stats = [json.loads((d / f"{n}-div-stats.json").read_text()) for n in names]
     base_in = sum(s["in"] for s in stats)
     kept_rows = mea.filter(pl.col("reject_reason").is_null()) if "reject_reason" in mea.columns else mea
+    # measure's rule for base problems left with too few shapes (applied here to runs made
+    # before the rule existed; a no-op on later runs)
+    from curate.measure.stage import _hold_to_shapes
+    from curate.table import Rejections
+
+    lost = Rejections("measure")
+    kept_list = _hold_to_shapes(kept_rows.to_dicts(), mea.to_dicts(), lost, 3)
+    kept_rows = pl.DataFrame(kept_list, schema=kept_rows.schema) if kept_list else kept_rows.clear()
+    mea = pl.concat([mea.filter(~pl.col("problem_id").is_in(kept_rows["problem_id"].implode())
+                                & pl.col("reject_reason").is_null())
+                     .with_columns(pl.lit("measure").alias("reject_stage"),
+                                   pl.lit("too_few_shapes").alias("reject_reason")),
+                     mea.filter(pl.col("reject_reason").is_not_null() | pl.col("problem_id").is_in(
+                         kept_rows["problem_id"].implode()))], how="diagonal_relaxed")
     primaries = kept_rows.filter(pl.col("variant") == 0)
     in_band = primaries.filter(pl.col("eager_ms").is_between(pl.col("band_lo_ms"), pl.col("band_hi_ms")))
     # base problems that build and run as problems: kept in the band, or lost over their size

@@ -202,7 +202,8 @@ def measure(
                         max_ms=max_ms, trials=trials, warmup=warmup, timeout_s=timeout_s,
                         workers=workers, budget_s=budget_s, compile_workers=compile_workers,
                         gpu_mem_fraction=gpu_mem_fraction, cuda_graph=cuda_graph, profile=profile,
-                        inductor_cache=str(inductor_cache) if inductor_cache else None, band=band))
+                        inductor_cache=str(inductor_cache) if inductor_cache else None, band=band,
+                        min_shapes=min_shapes))
 
 
 @app.command()

@@ -330,3 +330,24 @@ def test_a_problem_with_a_triton_kernel_loads_and_runs_from_its_code_string():
         input=TRITON_PROBLEM, capture_output=True, text=True, timeout=300,
         env={**os.environ, "TRITON_INTERPRET": "1"})
     assert child.stdout.strip() == "ok", child.stderr[-2000:]
+
+
+def test_a_base_problem_left_with_too_few_shapes_loses_its_rows():
+    """Rows a measurement keeps, whose base problem lost its primary shape or fell under the
+    shapes wanted, are rejected too_few_shapes, not exported as an incomplete problem."""
+    from curate.measure.stage import _hold_to_shapes
+    from curate.table import Rejections
+
+    def row(base, v):
+        return {"problem_id": f"{base}~v{v}", "base_problem_id": base, "variant": v,
+                "shape_role": "primary" if v == 0 else "spread"}
+
+    rows = [row(b, v) for b in ("full", "short", "headless") for v in range(3)] + [{"problem_id": "plain"}]
+    kept = [r for r in rows if r["problem_id"] not in ("short~v2", "headless~v0")]
+    rej = Rejections("measure")
+    out = _hold_to_shapes(kept, rows, rej, 3)
+    assert [r["problem_id"] for r in out] == ["full~v0", "full~v1", "full~v2", "plain"]
+    frame = rej.frame()
+    assert sorted(frame["problem_id"]) == ["headless~v1", "headless~v2", "short~v0", "short~v1"]
+    assert set(frame["reject_reason"]) == {"too_few_shapes"}
+    assert _hold_to_shapes(kept, rows, Rejections("measure"), 2) != out  # two shapes and a primary do

@@ -136,7 +136,8 @@ def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
         budget_s: float | None = None, mem_mb: int = CPU_MEM_MB,
         compile_workers: int | None = None, gpu_mem_fraction: float | None = None,
         cuda_graph: str = "auto", profile: bool | None = None,
-        inductor_cache: str | None = None, band: bool = True, conform: bool = True) -> dict[str, Any]:
+        inductor_cache: str | None = None, band: bool = True, conform: bool = True,
+        min_shapes: int = 3) -> dict[str, Any]:
     """Measure ``OUT/diversify`` (or ``source``) into ``OUT/measure``; return the stage stats.
 
     Args:
@@ -165,6 +166,9 @@ def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
             GPU (``shape_source = "estimated"``) are checked and timed at their mined inputs
             (``mined_input_spec``; note ``timed_at_mined_shape``): a CPU cannot run a GPU's
             sizes in minutes.
+        min_shapes: a base problem whose shapes diversify aimed at a band (``shape_role``)
+            keeps its rows only while its primary row and at least this many rows (or all it
+            was given, if fewer) are kept; the rest are rejected ``too_few_shapes``.
         conform: run each problem as a KernelBench-style harness does first, on the measure
             device (:mod:`curate.conform`); a failure rejects the row with its reason, a pass
             appends ``<torch version>@<device>`` to ``checked_torch``.
@@ -245,6 +249,7 @@ def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
             conf = [res["conformance"]] if res.get("conformance") else []
             kept.append({**row, **result_columns(res),
                          "checked_torch": checked_torch(conf, row.get("checked_torch")) or None})
+    kept = _hold_to_shapes(kept, rows, rejects, min_shapes)
     kept_df = _typed(kept, df)
     rej_df = rejects.frame(kept_df)
     if rej_df.height:
@@ -258,6 +263,36 @@ def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
     stats = write_stage(out, "measure", kept_df, rej_df, len(rows), time.monotonic() - t0, extra)
     journal.remove()
     return stats
+
+
+def _hold_to_shapes(kept: list[dict[str, Any]], rows: list[dict[str, Any]], rejects: Rejections,
+                    min_shapes: int) -> list[dict[str, Any]]:
+    """``kept`` without the rows of base problems left with no primary shape or fewer than
+    ``min_shapes`` shapes (those rows go to ``rejects`` as ``too_few_shapes``)."""
+    given: dict[str, int] = {}
+    for r in rows:
+        if r.get("shape_role") and r.get("base_problem_id"):
+            given[r["base_problem_id"]] = given.get(r["base_problem_id"], 0) + 1
+    if not given:
+        return kept
+    have: dict[str, list[dict[str, Any]]] = {}
+    for r in kept:
+        if r.get("base_problem_id") in given and r.get("shape_role"):
+            have.setdefault(r["base_problem_id"], []).append(r)
+    out = []
+    for r in kept:
+        base = r.get("base_problem_id")
+        if base not in given or not r.get("shape_role"):
+            out.append(r)
+            continue
+        mine = have.get(base, [])
+        need = min(min_shapes, given[base])
+        if len(mine) >= need and any(x.get("shape_role") == "primary" for x in mine):
+            out.append(r)
+        else:
+            rejects.add(r, "too_few_shapes", f"{len(mine)} of the base problem's {given[base]} shapes kept "
+                        f"({need} and the primary needed)")
+    return out
 
 
 def _hold_to_band(row: dict[str, Any], res: dict[str, Any]) -> dict[str, Any]:
