@@ -178,10 +178,44 @@ def runtime_section(table: pl.DataFrame) -> str:
         {0.0: "min", 1.0: "max"}.get(q, f"p{int(q * 100)}") for q in QUANTILES] + [
         "eager/Inductor geomean"]
     parts.append("Eager runtime (ms) by GPU:\n\n" + md_table(headers, by.rows()))
+    parts.append("Eager runtime by GPU, rows per bin (log-spaced, ms):\n\n" + runtime_histogram(timed))
+    if {"band_lo_ms", "band_hi_ms"} <= set(timed.columns):
+        banded = timed.filter(pl.col("band_lo_ms").is_not_null())
+        if banded.height:
+            inside = banded.filter(pl.col("eager_ms").is_between(pl.col("band_lo_ms"), pl.col("band_hi_ms")))
+            lo, hi = banded["band_lo_ms"].min(), banded["band_hi_ms"].max()
+            parts.append(f"Rows timed inside the band diversify aimed them at ({lo:g}-{hi:g} ms on "
+                         f"{', '.join(sorted(set(banded['target_gpu'].drop_nulls())))}): "
+                         f"{inside.height:,} of {banded.height:,}.")
+    if "est_ms" in table.columns and "shape_source" in table.columns:
+        est = table.filter(pl.col("shape_source") == "estimated")
+        if est.height:
+            q = [est["est_ms"].quantile(x, "linear") for x in (0.1, 0.5, 0.9)]
+            parts.append(f"{est.height:,} rows have shapes set from roofline estimates only (no GPU ran "
+                         f"them; timed on the CPU at their mined inputs): estimated eager ms on the "
+                         f"target GPU p10 / median / p90 = {q[0]:.3g} / {q[1]:.3g} / {q[2]:.3g}.")
     compiled = timed.filter(pl.col("compile_ms").is_not_null())
     parts.append(f"Rows with a runtime: {timed.height:,} of {table.height:,}; with a TorchInductor "
                  f"runtime: {compiled.height:,}.")
     return "\n\n".join(parts)
+
+
+#: Bin edges (ms) of the runtime histogram: launch-bound below 0.1 ms, KernelBench's level-1
+#: range 0.5-10 ms.
+RUNTIME_BINS = (0.0, 0.03, 0.1, 0.3, 0.5, 1.0, 3.0, 10.0, 30.0, 100.0)
+
+
+def runtime_histogram(timed: pl.DataFrame) -> str:
+    """A Markdown table: rows per log-spaced eager-time bin (ms), one line per GPU (or device)."""
+    labels = [f"{a:g}-{b:g}" for a, b in zip(RUNTIME_BINS, RUNTIME_BINS[1:])] + [f">{RUNTIME_BINS[-1]:g}"]
+    out = []
+    for (gpu,), part in sorted(timed.group_by(pl.col("gpu").fill_null(pl.col("device")).fill_null("-")),
+                               key=lambda kv: str(kv[0])):
+        e = part["eager_ms"].to_list()
+        counts = [sum(1 for x in e if a <= x < b) for a, b in zip(RUNTIME_BINS, RUNTIME_BINS[1:])]
+        counts.append(sum(1 for x in e if x >= RUNTIME_BINS[-1]))
+        out.append([gpu] + counts)
+    return md_table(["gpu"] + labels, out)
 
 
 def difficulty_section(splits: dict[str, pl.DataFrame]) -> str:
