@@ -13,7 +13,7 @@ import torch
 
 from curate.diversify import run
 from curate.diversify.cost import estimate_ms, forward_cost, gpu_profile
-from curate.diversify.shapes import axes, candidates
+from curate.diversify.shapes import axes
 from curate.problem import assemble, build_inputs, load_problem, spec_bytes
 from curate.table import read_problems, read_rejected, source_struct, write_stage
 
@@ -101,21 +101,6 @@ def test_axes_group_shared_and_spatial_dims():
     # a square matmul only stays consistent when every N moves: the size=N axis
     square = axes([_t(64, 64), _t(64, 64)])
     assert any(a.name == "size=64" and len(a.positions) == 4 for a in square)
-
-
-def test_candidates_are_ordered_unique_and_skip_the_original():
-    spec = [_t(8, 3, 32, 32)]
-    cands = candidates(spec)
-    labels = [c.label for c in cands]
-    assert labels[:4] == ["batch*2", "batch/2", "spatial*2", "spatial/2"]
-    assert cands[0].spec[0]["shape"] == [16, 3, 32, 32]
-    assert cands[2].spec[0]["shape"] == [8, 3, 64, 64]
-    keys = [tuple(c.spec[0]["shape"]) for c in cands]
-    assert len(keys) == len(set(keys)) and (8, 3, 32, 32) not in keys
-    assert spec[0]["shape"] == [8, 3, 32, 32]  # the input spec is not mutated
-    # values and size-1 dims are left alone
-    odd = candidates([_t(1, 5), {"kind": "value", "value": 3}])
-    assert all(c.spec[1] == {"kind": "value", "value": 3} and c.spec[0]["shape"][0] == 1 for c in odd)
 
 
 BAND = (0.5, 10.0)

@@ -213,10 +213,11 @@ def test_export_and_bench_on_cpu(tmp_path):
 
 def test_gpu_side_modules_import_only_torch_and_stdlib():
     """The GPU machine lacks polars, datasets, libcst...: the worker, the benchmark script and
-    the validation task must not pull them in."""
+    diversify's planning and calibration tasks must not pull them in."""
     code = ("import sys, curate.bench.measure, curate.bench.kernelbench_loop, curate.measure.core, "
             "curate.measure.worker, curate.measure.compile_ahead, curate.measure.gpu_lock, "
-            "curate.measure.profile, curate.verify.worker, curate.diversify.validate\n"
+            "curate.measure.profile, curate.verify.worker, curate.diversify.plan, "
+            "curate.diversify.calibrate\n"
             "bad = {'polars', 'datasets', 'libcst', 'datasketch', 'typer', 'rich', 'yaml', 'pyarrow'}\n"
             "print(sorted({m.split('.')[0] for m in sys.modules} & bad))")
     root = Path(__file__).resolve().parents[1]

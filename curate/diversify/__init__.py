@@ -5,7 +5,6 @@ Python), :mod:`.cost` prices a forward on the ``meta`` device against a GPU roof
 :mod:`.plan` picks the shapes from those estimates in a sandboxed process, :mod:`.calibrate`
 times them on a GPU and corrects them, and :mod:`.stage` reads and writes the tables
 (polars; imported only when :func:`run` is called, so sandbox children stay light).
-:mod:`.validate` checks hand-picked shape variants on the CPU.
 """
 
 from __future__ import annotations

@@ -1,11 +1,11 @@
-"""Candidate shape variants of a problem's input spec (pure Python, no torch).
+"""The axes a problem's inputs can grow along, and shapes scaled along them (pure Python).
 
 A problem's forward inputs are described by an *input spec* (see :mod:`curate.problem`).
-This module proposes other shapes for the same problem by scaling *axes*: sets of
-``(input index, dim)`` positions that are scaled together. Which axes are free (batch,
-sequence length, spatial sizes) and which are tied to constructor arguments (channels,
-features) cannot be read off the spec; the candidates are therefore generated in order
-of likelihood and each is validated by running the model (:mod:`curate.diversify.validate`).
+Other shapes for the same problem come from scaling *axes*: sets of ``(input index, dim)``
+positions that are scaled together. Which axes are free (batch, sequence length, spatial
+sizes) and which are tied to constructor arguments (channels, features) cannot be read off
+the spec; the axes are therefore listed in order of likelihood and each is tried by running
+the model on the ``meta`` device (:mod:`curate.diversify.plan`).
 
 Axes, in the order they are tried:
 
@@ -20,7 +20,8 @@ Axes, in the order they are tried:
    ``A(N, N) @ B(N, N)`` where only scaling all equal sizes at once keeps the shapes
    compatible.
 
-Each axis is tried x2 and x1/2, then the first two axes x4 and x1/4.
+Axes are grouped into scaling *families* (:func:`family`), which :func:`apply_family` grows
+by one scale ``s``; the held-out verification shape makes the grown sizes odd.
 """
 
 from __future__ import annotations
@@ -46,14 +47,6 @@ class Axis:
     positions: tuple[tuple[int, int], ...]
     size: int
     tied_guess: bool = False
-
-
-@dataclass(frozen=True)
-class Candidate:
-    """A proposed input spec: ``label`` says how it was derived (e.g. ``batch*2``)."""
-
-    label: str
-    spec: list
 
 
 def _shaped(input_spec: list[dict]) -> list[tuple[int, list[int]]]:
@@ -105,49 +98,6 @@ def axes(input_spec: list[dict]) -> list[Axis]:
         if len(pos) > 1 and frozenset(pos) not in known:
             out.append(Axis(f"size={size}", tuple(pos), size, tied_guess=True))
     return out
-
-
-def scale(input_spec: list[dict], axis: Axis, factor: float) -> list[dict] | None:
-    """``input_spec`` with every position of ``axis`` multiplied by ``factor``.
-
-    Sizes are rounded down (halving 7 gives 3). Returns None when a size would fall below
-    1 or the spec would not change.
-    """
-    new_size = int(axis.size * factor)
-    if new_size < 1 or new_size == axis.size:
-        return None
-    spec = copy.deepcopy(input_spec)
-    for i, d in axis.positions:
-        spec[i]["shape"][d] = new_size
-    return spec
-
-
-def candidates(input_spec: list[dict]) -> list[Candidate]:
-    """Candidate variant specs of ``input_spec`` in a deterministic order, without
-    duplicates and without the original. See the module docstring for the order."""
-    ax = axes(input_spec)
-    plan: list[tuple[Axis, float, str]] = []
-    for a in ax:
-        plan += [(a, 2.0, "*2"), (a, 0.5, "/2")]
-    for a in ax[:2]:
-        plan += [(a, 4.0, "*4"), (a, 0.25, "/4")]
-    seen = {_key(input_spec)}
-    out: list[Candidate] = []
-    for a, factor, tag in plan:
-        spec = scale(input_spec, a, factor)
-        if spec is None:
-            continue
-        k = _key(spec)
-        if k in seen:
-            continue
-        seen.add(k)
-        out.append(Candidate(f"{a.name}{tag}", spec))
-    return out
-
-
-def _key(spec: list[dict]) -> tuple:
-    return tuple(tuple(s["shape"]) if s.get("kind") in SHAPED_KINDS else repr(s.get("value"))
-                 for s in spec)
 
 
 # ---- scaling families: how diversify grows a problem towards a runtime band ----
