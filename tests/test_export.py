@@ -526,7 +526,7 @@ def test_card_runtime_section_gives_the_distribution_per_gpu():
     from curate.export.card import runtime_section
 
     t = pl.DataFrame({"eager_ms": [0.05, 0.7, 2.0, 2.5, 12.0, 0.2], "compile_ms": [None] * 6,
-                      "inductor_speedup": [None] * 6, "gpu": ["H100"] * 4 + ["A100", None],
+                      "inductor_speedup": [None] * 6, "gpu": ["NVIDIA H100 80GB HBM3"] * 4 + ["A100", None],
                       "device": ["cuda"] * 5 + ["cpu"], "torch_version": ["2.11"] * 6,
                       "band_lo_ms": [0.5] * 5 + [None], "band_hi_ms": [10.0] * 5 + [None],
                       "target_gpu": ["h100"] * 6,
@@ -534,10 +534,11 @@ def test_card_runtime_section_gives_the_distribution_per_gpu():
                      schema_overrides={"compile_ms": pl.Float64, "inductor_speedup": pl.Float64})
     text = runtime_section(t)
     hist = {line.split("|")[1].strip(): [c.strip() for c in line.split("|")[2:-1]]
-            for line in text.splitlines() if line.startswith("| H100") or line.startswith("| A100")
+            for line in text.splitlines() if line.startswith("| NVIDIA H100") or line.startswith("| A100")
             or line.startswith("| cpu")}
     # bins 0-0.03, 0.03-0.1, 0.1-0.3, 0.3-0.5, 0.5-1, 1-3, 3-10, 10-30, ...
-    assert hist["H100"][:7] == ["0", "1", "0", "0", "1", "2", "0"]
+    assert hist["NVIDIA H100 80GB HBM3"][:7] == ["0", "1", "0", "0", "1", "2", "0"]
     assert hist["A100"][7] == "1" and hist["cpu"][2] == "1"
-    assert "inside the band" in text and "3 of 5" in text
+    # the A100 row and the CPU row say nothing about an H100 band
+    assert "inside the band" in text and "3 of 4" in text
     assert "1 rows have shapes set from roofline estimates" in text

@@ -180,7 +180,10 @@ def runtime_section(table: pl.DataFrame) -> str:
     parts.append("Eager runtime (ms) by GPU:\n\n" + md_table(headers, by.rows()))
     parts.append("Eager runtime by GPU, rows per bin (log-spaced, ms):\n\n" + runtime_histogram(timed))
     if {"band_lo_ms", "band_hi_ms"} <= set(timed.columns):
-        banded = timed.filter(pl.col("band_lo_ms").is_not_null())
+        # only times taken on the GPU kind the band is for say anything about the band
+        banded = timed.filter(pl.col("band_lo_ms").is_not_null() & pl.col("gpu").is_not_null()
+                              & pl.col("gpu").str.to_lowercase().str.replace_all(" ", "")
+                              .str.contains(pl.col("target_gpu").fill_null("").str.to_lowercase(), literal=True))
         if banded.height:
             inside = banded.filter(pl.col("eager_ms").is_between(pl.col("band_lo_ms"), pl.col("band_hi_ms")))
             lo, hi = banded["band_lo_ms"].min(), banded["band_hi_ms"].max()
