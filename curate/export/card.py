@@ -304,34 +304,34 @@ which compiles, checks and times the `ModelNew` in the response against the refe
 python -m verl.trainer.main_ppo \\
   data.train_files=OUT/export/verl/train.parquet \\
   data.val_files=OUT/export/verl/validation.parquet \\
-  data.prompt_key=prompt \\
-  custom_reward_function.path="$(python -c 'import curate.reward as m; print(m.__file__)')" \\
-  custom_reward_function.name=compute_score \\
+  reward.custom_reward_function.path=pkg://curate.reward \\
+  reward.custom_reward_function.name=compute_score \\
   ...
 ```
 
+(In verl before 0.7 the keys are `custom_reward_function.path` / `.name`; `path` may also be
+the file, `$(python -c 'import curate.reward as m; print(m.__file__)')`.) The reward-loop and
+legacy `naive` managers and `prime` call `compute_score`; the legacy `batch` manager takes
+`name=compute_score_batch` (lists in, one result per reply out, verified concurrently).
 `compute_score(data_source, solution_str, ground_truth, extra_info)` returns the score and
-its parts (compiled, correct, speedup).
+its parts (compiled, correct, speedup); `result[0]` and `float(result)` are the score.
 
 ### Train with TRL
 
 ```python
 from datasets import load_dataset
-from trl import GRPOTrainer
-from curate.reward import compute_score
+from trl import GRPOConfig, GRPOTrainer
+from curate.reward import kernel_reward
 
 train = load_dataset("parquet", data_files="OUT/export/verl/train.parquet", split="train")
-
-def kernel_reward(completions, data_source, reward_model, extra_info, **kwargs):
-    scores = []
-    for completion, src, rm, info in zip(completions, data_source, reward_model, extra_info):
-        text = completion[-1]["content"] if isinstance(completion, list) else completion
-        result = compute_score(src, text, rm["ground_truth"], info)
-        scores.append(result["score"] if isinstance(result, dict) else float(result))
-    return scores
-
-trainer = GRPOTrainer(model=..., reward_funcs=kernel_reward, train_dataset=train, args=...)
+trainer = GRPOTrainer(model=..., reward_funcs=kernel_reward, train_dataset=train, args=GRPOConfig(...))
+trainer.train()
 ```
+
+`kernel_reward(prompts, completions, completion_ids=None, **columns)` returns one float per
+completion; it reads `reward_model` and `extra_info` of the verl view (or `code` and the same
+fields as columns of the default config). Candidates run in curate's own sandbox server, so a
+training script needs no `if __name__ == "__main__":` guard.
 """
 
 
