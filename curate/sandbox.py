@@ -145,7 +145,9 @@ ENV_KEPT_PREFIXES = ("LC_", "PYTHON", "TORCH", "PYTORCH_", "OMP_", "MKL_", "OPEN
 
 def _readable_roots(writable: tuple[str, ...]) -> tuple[str, ...]:
     """Folders a guarded task may read: its writable ones, the Python installation (standard
-    library, site-packages) and every folder on the import path when the guard starts."""
+    library, site-packages), every folder on the import path when the guard starts, and the
+    folder curate itself is imported from (an editable install is found through an import
+    hook, not the import path; tracebacks and ``inspect`` read curate's own source)."""
     import site
     import sysconfig
 
@@ -156,6 +158,7 @@ def _readable_roots(writable: tuple[str, ...]) -> tuple[str, ...]:
     except AttributeError:  # a virtualenv's old site module
         pass
     found += [p or os.getcwd() for p in sys.path]
+    found.append(os.path.dirname(os.path.abspath(__file__)))  # the curate package
     out = []
     for p in found:
         r = os.path.realpath(p)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from curate.sandbox import CRASH, ERROR, FILESYSTEM, MEMORY, NETWORK, OK, PROCESS, TIMEOUT, Sandbox
 
 
@@ -270,3 +272,31 @@ def test_tasks_end_with_a_run_killed_by_sigkill(tmp_path):
     if alive:
         os.kill(task, signal.SIGKILL)
     assert not alive, "the task outlived its run"
+
+
+def test_guarded_task_reads_curate_source_when_curate_is_not_on_the_import_path(tmp_path):
+    """An installed curate (an editable install is found through an import hook, not
+    ``sys.path``) run from another folder: a task whose error traceback reads curate's own
+    source is an ``error`` with that traceback, not a ``filesystem`` refusal (as every mined
+    class was in `curate run` from a fresh clone before the package folder was readable)."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from curate.sandbox import Sandbox\n"
+        "from curate.problem import load_problem\n"
+        "if __name__ == '__main__':\n"
+        "    out = Sandbox(workers=1, timeout_s=60, guard=True).run(load_problem, 'raise ValueError(1)')\n"
+        "    print(out.status, '|', out.error)\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    res = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=300)
+    in_path = subprocess.run([sys.executable, "-c", "import curate, sys, os; print(any(os.path.realpath(p or '.') "
+                              "== os.path.realpath(os.path.dirname(os.path.dirname(curate.__file__))) "
+                              "for p in sys.path))"], cwd=tmp_path, env=env, capture_output=True, text=True)
+    if in_path.stdout.strip() != "False":
+        pytest.skip("curate is on the import path here (not an installed copy)")
+    assert res.returncode == 0, res.stderr[-2000:]
+    status, _, error = res.stdout.strip().partition(" | ")
+    assert status == "error" and "ProblemLoadError" in error, res.stdout
