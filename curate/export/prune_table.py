@@ -24,7 +24,7 @@ import polars as pl
 
 from curate.export.prune import PRUNE_VERSION, check_task, prune_source
 from curate.journal import content_key
-from curate.problem import INPUTS_MARKER
+from curate.problem import INPUTS_MARKER, replace_inputs
 from curate.progress import progress
 
 
@@ -64,6 +64,20 @@ def prune_codes(df: pl.DataFrame, cache: Path | None = None, workers: int | None
 
     codes = df["code"].to_list()
     heads = [c.partition(INPUTS_MARKER)[0] for c in codes]
+    # the proof runs both programs at the mined inputs when the rows have them: pruning
+    # changes only the module body, and shapes sized for a GPU take seconds a forward here
+    mined = (list(zip(df["mined_input_spec"].to_list(), df["mined_init_args"].to_list()))
+             if {"mined_input_spec", "mined_init_args"} <= set(df.columns) else [(None, None)] * len(codes))
+
+    def at_mined(code: str, i: int) -> str:
+        spec, init = mined[i]
+        if not spec:
+            return code
+        try:
+            return replace_inputs(code, json.loads(spec), json.loads(init) if init else [])
+        except ValueError:
+            return code
+
     variants = df["variant"].to_list() if "variant" in df.columns else [None] * len(codes)
     order = sorted(range(len(codes)), key=lambda i: (str(variants[i]) not in ("0", "None"), i))
     rep: dict[str, int] = {}
@@ -72,7 +86,7 @@ def prune_codes(df: pl.DataFrame, cache: Path | None = None, workers: int | None
     done = _load_cache(cache) if cache else {}
     new_head: dict[str, str] = {}
     kept = Counter()
-    todo: list[tuple[str, str, str, str]] = []  # (head, key, original, pruned)
+    todo: list[tuple[str, str, str, str, int]] = []  # (head, key, original, pruned, row)
     for head, i in rep.items():
         result = prune_source(codes[i])
         if not result.changed or result.code == codes[i]:
@@ -82,14 +96,14 @@ def prune_codes(df: pl.DataFrame, cache: Path | None = None, workers: int | None
         if key in done:
             _apply(done[key], head, result.code, new_head, kept)
         else:
-            todo.append((head, key, codes[i], result.code))
+            todo.append((head, key, codes[i], result.code, i))
     if todo:
         box = Sandbox(workers=workers, timeout_s=timeout_s, mem_mb=mem_mb, guard=True)
         out = open(cache, "a") if cache else None
         try:
-            calls = [((orig, pruned, seed), {}) for _, _, orig, pruned in todo]
+            calls = [((at_mined(orig, i), at_mined(pruned, i), seed), {}) for _, _, orig, pruned, i in todo]
             for j, outcome in progress(box.map(check_task, calls), len(calls), "prune check"):
-                head, key, _, pruned = todo[j]
+                head, key, _, pruned, _ = todo[j]
                 value = (outcome.value if outcome.ok else
                          {"same": False, "detail": f"original failed: {outcome.status}: "
                                                    f"{outcome.error.splitlines()[0] if outcome.error else ''}"[:300]})
