@@ -106,6 +106,25 @@ def replace_inputs(code: str, input_spec: list[dict], init_args: list[Any]) -> s
     return assemble(head, input_spec, init_args)
 
 
+def mined_inputs(row: dict[str, Any], estimated_only: bool = True) -> tuple[list, list] | None:
+    """``(input_spec, init_args)`` a row was mined with, for work a CPU must do on a problem
+    whose shapes diversify sized for a GPU (columns ``mined_input_spec``/``mined_init_args``).
+
+    Args:
+        estimated_only: only for rows whose shapes were set from estimates alone
+            (``shape_source == "estimated"``, a CPU-only run); False: for any row that has them.
+    Returns:
+        The mined spec and constructor arguments, or None when the row has none (or, with
+        ``estimated_only``, was sized on a GPU).
+    Raises:
+        ValueError: the columns hold malformed JSON.
+    """
+    if not row.get("mined_input_spec") or (estimated_only and row.get("shape_source") != "estimated"):
+        return None
+    init = row.get("mined_init_args")
+    return json.loads(row["mined_input_spec"]), (json.loads(init) if init else [])
+
+
 def spec_numel(spec: dict) -> int:
     return math.prod(spec["shape"]) if spec["kind"] in ("tensor", "index", "mask") else 0
 

@@ -13,6 +13,7 @@ import torch
 
 from curate.diversify import run
 from curate.diversify.cost import estimate_ms, forward_cost, gpu_profile
+from verify_fixtures import candidate
 from curate.diversify.shapes import axes
 from curate.problem import assemble, build_inputs, load_problem, spec_bytes
 from curate.table import read_problems, read_rejected, source_struct, write_stage
@@ -202,6 +203,13 @@ def test_memory_budget_bounds_every_shape(tmp_path):
     assert (kept["est_peak_mb"] <= 256).all() and kept["est_ms"].is_between(0.01, 0.05).all()
 
 
+def _edit(source: str, changes: dict[str, str]) -> str:
+    for old, new in changes.items():
+        assert old in source, old
+        source = source.replace(old, new)
+    return source
+
+
 def test_a_candidate_hard_coding_the_primary_shape_scores_zero_correctness(tmp_path):
     """diversify's held-out shape reaches the reward: a Triton kernel written for the
     prompted (primary) size only is wrong there; an honest one passes (TRITON_INTERPRET=1)."""
@@ -217,8 +225,12 @@ def test_a_candidate_hard_coding_the_primary_shape_scores_zero_correctness(tmp_p
     run(tmp_path, source=_write(tmp_path, df), variants=3, band_ms=(0.01, 0.05), device="cpu", workers=1)
     row = read_problems(tmp_path / "diversify").filter(pl.col("variant") == 0).row(0, named=True)
     numel = math.prod(json.loads(row["input_spec"])[0]["shape"])
-    hard = CANDIDATE_HARDCODED.replace("SHAPE_PRIMARY", str(tuple(json.loads(row["input_spec"])[0]["shape"])))
-    assert numel > 2**18  # several programs of the kernels below
+    assert numel > 2**18  # several programs of 262,144 lanes: few enough for the interpreter
+    honest = _edit(candidate("relu_triton"), {"BLOCK = 256": "BLOCK = 262144"})
+    # the same kernel, with the output allocated at the prompted shape, written in
+    hard = _edit(honest, {"out = torch.empty_like(x)":
+                          f"out = torch.empty({tuple(json.loads(row['input_spec'])[0]['shape'])}, device=x.device)",
+                          "n = x.numel()": "n = min(out.numel(), x.numel())"})
     info = {k: row[k] for k in ("input_spec", "init_args", "shape_variants")}
     prompted_only = compute_score("curate/test", f"```python\n{hard}\n```", row["code"],
                                   extra_info={**info, "shape_variants": None}, time_it=False, device="cpu")
@@ -226,55 +238,9 @@ def test_a_candidate_hard_coding_the_primary_shape_scores_zero_correctness(tmp_p
     held = compute_score("curate/test", f"```python\n{hard}\n```", row["code"], extra_info=info,
                          time_it=False, device="cpu")
     assert not held["correct"] and "held-out shape" in held["reason"]  # ... wrong elsewhere
-    honest = compute_score("curate/test", f"```python\n{CANDIDATE_HONEST}\n```", row["code"],
+    honest = compute_score("curate/test", f"```python\n{honest}\n```", row["code"],
                            extra_info=info, time_it=False, device="cpu")
     assert honest["correct"], honest["reason"]
-
-
-CANDIDATE_HARDCODED = """import torch
-import torch.nn as nn
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def relu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
-    tl.store(out_ptr + offsets, tl.maximum(x, 0.0), mask=mask)
-
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        out = torch.empty(SHAPE_PRIMARY, device=x.device)  # the prompted shape, written in
-        n = out.numel()
-        relu_kernel[(triton.cdiv(n, 262144),)](x.contiguous(), out, min(n, x.numel()), BLOCK=262144)
-        return out
-"""
-
-CANDIDATE_HONEST = """import torch
-import torch.nn as nn
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def relu_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
-    offsets = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    mask = offsets < n
-    x = tl.load(x_ptr + offsets, mask=mask, other=0.0)
-    tl.store(out_ptr + offsets, tl.maximum(x, 0.0), mask=mask)
-
-
-class ModelNew(nn.Module):
-    def forward(self, x):
-        x = x.contiguous()
-        out = torch.empty_like(x)
-        n = x.numel()
-        relu_kernel[(triton.cdiv(n, 262144),)](x, out, n, BLOCK=262144)
-        return out
-"""
 
 
 def _write(tmp_path, df):

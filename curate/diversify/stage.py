@@ -193,10 +193,7 @@ def run(out: Path | str, source: Path | str | None = None, variants: int = 3,
         if reason:
             rejects.add(row, reason[0], reason[1])
             continue
-        new = _rows(row, spec, init, shapes, (lo, hi), target_gpu, calibrated=i in calib)
-        if i in calib:
-            for r in new:
-                r["mined_calib_ms"] = (calib[i].get("mined") or {}).get("ms")
+        new = _rows(row, spec, init, shapes, (lo, hi), target_gpu, calib.get(i))
         kept.extend(new)
         kept_in += 1
         hist[len(new)] += 1
@@ -279,7 +276,8 @@ def _final_shapes(plan: dict, cal: dict | None, variants: int,
     return inband[:variants] + held[:1], None
 
 
-def _rows(row, spec0, init0, shapes, band, gpu, calibrated: bool) -> list[dict[str, Any]]:
+def _rows(row, spec0, init0, shapes, band, gpu, cal: dict | None) -> list[dict[str, Any]]:
+    calibrated = cal is not None
     base = row["problem_id"]
     variants = dumps([{"input_spec": s["spec"], "init_args": s["init"], "heldout": s["role"] == "heldout"}
                       for s in shapes])
@@ -296,7 +294,8 @@ def _rows(row, spec0, init0, shapes, band, gpu, calibrated: bool) -> list[dict[s
                     "calib_ms": s.get("ms") if calibrated else None, "est_flops": int(s["flops"]),
                     "est_bytes": int(s["bytes"]), "est_peak_mb": float(peak),
                     "mined_input_spec": dumps(spec0), "mined_init_args": dumps(init0),
-                    "mined_calib_ms": None, "shape_variants": variants})
+                    "mined_calib_ms": (cal.get("mined") or {}).get("ms") if calibrated else None,
+                    "shape_variants": variants})
     return out
 
 

@@ -24,7 +24,7 @@ import polars as pl
 
 from curate.export.prune import PRUNE_VERSION, check_task, prune_source
 from curate.journal import content_key
-from curate.problem import INPUTS_MARKER, replace_inputs
+from curate.problem import INPUTS_MARKER, mined_inputs, replace_inputs
 from curate.progress import progress
 
 
@@ -66,15 +66,13 @@ def prune_codes(df: pl.DataFrame, cache: Path | None = None, workers: int | None
     heads = [c.partition(INPUTS_MARKER)[0] for c in codes]
     # the proof runs both programs at the mined inputs when the rows have them: pruning
     # changes only the module body, and shapes sized for a GPU take seconds a forward here
-    mined = (list(zip(df["mined_input_spec"].to_list(), df["mined_init_args"].to_list()))
-             if {"mined_input_spec", "mined_init_args"} <= set(df.columns) else [(None, None)] * len(codes))
+    rows = df.select([c for c in ("mined_input_spec", "mined_init_args") if c in df.columns]).to_dicts() \
+        if "mined_input_spec" in df.columns else [{}] * len(codes)
 
     def at_mined(code: str, i: int) -> str:
-        spec, init = mined[i]
-        if not spec:
-            return code
         try:
-            return replace_inputs(code, json.loads(spec), json.loads(init) if init else [])
+            small = mined_inputs(rows[i], estimated_only=False)
+            return code if small is None else replace_inputs(code, *small)
         except ValueError:
             return code
 

@@ -51,7 +51,7 @@ from typing import Any
 import polars as pl
 
 from curate.conform import checked_torch
-from curate.problem import replace_inputs
+from curate.problem import mined_inputs, replace_inputs
 from curate.measure.core import measure_problem
 from curate.journal import Journal, content_key
 from curate.progress import progress
@@ -206,12 +206,12 @@ def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
             results[i] = {"reason": "load_error", "detail": f"bad input_spec/init_args: {exc}"}
             continue
         code = row.get("code") or ""
-        if not cuda and row.get("shape_source") == "estimated" and row.get("mined_input_spec"):
-            spec = json.loads(row["mined_input_spec"])
-            init = json.loads(row["mined_init_args"]) if row.get("mined_init_args") else init
+        small = None if cuda else mined_inputs(row)
+        if small is not None:
+            spec, init = small
             tagged[i] = ["timed_at_mined_shape"]
             try:  # the conformance check runs the code's own get_inputs(): at the mined size too
-                code = replace_inputs(code, spec, init or [])
+                code = replace_inputs(code, spec, init)
             except ValueError:
                 pass
         key = content_key(row.get("problem_id"), code, spec, init)

@@ -40,6 +40,7 @@ from curate.rank.difficulty import DifficultyRule, difficulty
 from curate.rank.passk import pass_at_k
 from curate.rank.solvers import Solver, SolverError, make_solver
 from curate.table import Rejections, latest_input, read_problems, stage_dir, write_stage
+from curate.problem import mined_inputs
 from curate.verify import VerifyResult, make_config, resolve_device, verify_many
 
 __all__ = ["run", "default_source"]
@@ -134,9 +135,9 @@ def run(out: Path | str, source: Path | str | None = None, solver: str = "induct
         try:
             # a CPU cannot run shapes sized for a GPU in minutes: rows whose shapes were only
             # estimated are verified at their mined inputs there (see curate.measure)
-            small = not on_gpu and row.get("shape_source") == "estimated" and row.get("mined_input_spec")
-            opts = {"init_args": _json_list(row.get("mined_init_args" if small else "init_args")),
-                    "input_spec": _json_list(row.get("mined_input_spec" if small else "input_spec"))}
+            small = None if on_gpu else mined_inputs(row)
+            opts = ({"init_args": small[1], "input_spec": small[0]} if small is not None else
+                    {"init_args": _json_list(row.get("init_args")), "input_spec": _json_list(row.get("input_spec"))})
         except ValueError as exc:
             rejections.add(row, "bad_spec", f"init_args/input_spec: {exc}")
             rejected_idx.add(i)
