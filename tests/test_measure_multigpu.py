@@ -185,3 +185,25 @@ def test_the_stage_on_ray_runs_one_actor_per_gpu_into_the_same_tables(tmp_path, 
     local = _table(tmp_path / "local", {k: GOOD[k] for k in ("linear",)})
     measure_stage.run(local, device="cpu", trials=5, warmup=1, timeout_s=60)
     assert set(read_problems(local / "measure").columns) <= set(kept.columns)
+
+
+def test_the_multigpu_benchmark_dry_run_on_simulated_gpus(tmp_path):
+    """``python -m curate.bench.multigpu`` on two fake slots: both phases that need no CUDA
+    report every row once, and the killed worker's row finished on the other slot."""
+    from curate.bench.multigpu import main
+
+    kb = tmp_path / "kb.jsonl"
+    with kb.open("w") as f:
+        for k in range(3):
+            for name, (src, init, spec) in GOOD.items():
+                f.write(json.dumps({"level": 1, "name": f"{k}_{name}", "code": assemble(src, spec, init)}) + "\n")
+    out = tmp_path / "out"
+    assert main(["--kernelbench", str(kb), "--device", "cpu", "--simulate-gpus", "2", "--phase",
+                 "scale,kill", "--limit", "8", "--trials", "5", "--warmup", "1", "--kill-after", "2",
+                 "--out", str(out)]) == 0
+    rep = json.loads((out / "multigpu.json").read_text())
+    assert rep["scale"]["one_gpu"]["ok"] == rep["scale"]["all_gpus"]["ok"] == 8
+    assert rep["scale"]["all_gpus"]["rows_per_worker"][0] > 0 and rep["scale"]["ratio"] > 0
+    kill = rep["kill"]
+    assert kill["each_row_once"] and kill["journal_each_row_once"] and len(kill["killed"]) == 1
+    assert kill["finished_elsewhere"] and len(kill["killed_rows"]) == 1

@@ -47,11 +47,13 @@ class GpuActor:
         # several actors share a node's cores: no pinning to fixed core numbers
         self.pool = WorkerPool([{}], device=device, timeout_s=timeout_s, retries=0,
                                pin_cpus=False, **opts)
+        # started once, kept across shards (a fresh CUDA worker costs seconds)
+        self.start_seconds = self.pool.start_workers(keep_alive=True)
         self.where = {"pid": os.getpid(), "node": _node_ip(),
                       "visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES")}
 
     def info(self) -> dict[str, Any]:
-        return dict(self.where)
+        return {**self.where, "start_seconds": round(self.start_seconds, 2)}
 
     def measure(self, shard: list[tuple[int, dict[str, Any]]]) -> list[tuple[int, dict[str, Any]]]:
         """Measure ``(row, task)`` pairs; return ``(row, result)`` pairs (any order)."""

@@ -551,6 +551,10 @@ class WorkerPool:
         self.per_worker: list[int] = [0] * len(envs)
         self._running: dict[int, tuple[int, int]] = {}
         self._running_lock = threading.Lock()
+        #: measure workers stay up after each map (see :meth:`start_workers`)
+        self.keep_alive = False
+        self._stop = threading.Event()
+        self._holders: list[threading.Thread] = []
 
     @property
     def start_seconds(self) -> list[float]:
@@ -563,6 +567,41 @@ class WorkerPool:
     @property
     def infos(self) -> list[dict[str, Any]]:
         return [w.info for w in self.workers if w.info]
+
+    def start_workers(self, keep_alive: bool = True) -> float:
+        """Start every measure worker now, all at once, each from a thread that lives until
+        :meth:`close` (a worker ends with the thread that started it: Linux's parent-death
+        signal). With ``keep_alive`` the workers also outlive each :meth:`map`, so a caller
+        mapping many batches (a Ray actor's shards) pays their start once.
+
+        Returns:
+            Wall seconds the starts took.
+        Raises:
+            WorkerStartError: a worker failed to start.
+        """
+        self.keep_alive = keep_alive
+        t = time.monotonic()
+        started = [threading.Event() for _ in self.workers]
+        errors: list[BaseException] = []
+
+        def hold(k: int, w: PersistentWorker) -> None:
+            try:
+                w.start()
+            except BaseException as exc:
+                errors.append(exc)
+            finally:
+                started[k].set()
+            self._stop.wait()
+
+        for k, w in enumerate(self.workers):
+            th = threading.Thread(target=hold, args=(k, w), daemon=True, name=f"curate-hold-{k}")
+            th.start()
+            self._holders.append(th)
+        for e in started:
+            e.wait()
+        if errors:
+            raise errors[0]
+        return time.monotonic() - t
 
     def running(self) -> dict[int, tuple[int, int]]:
         """``{measure worker number: (task index, worker pid)}`` for the tasks being measured
@@ -671,6 +710,7 @@ class WorkerPool:
             worker.close()
 
         def measure_feed(g: int, worker: PersistentWorker) -> None:
+            held_pid = worker.info["pid"] if worker.alive and worker.info else None
             while True:
                 got = board.take(g)
                 if got is None:
@@ -713,7 +753,9 @@ class WorkerPool:
                     self.per_worker[g] += 1
                 done.put((i, result))
                 board.answered()
-            worker.close()
+            # a worker this thread (re)started dies with it: close it now, cleanly
+            if not self.keep_alive or (worker.info or {}).get("pid") != held_pid:
+                worker.close()
 
         threads = [threading.Thread(target=compile_feed, args=(w,), daemon=True) for w in compilers
                    if n_compile]
@@ -731,4 +773,5 @@ class WorkerPool:
 
         for w in self.workers + [c for ws in self.compilers for c in ws]:
             w.close()
+        self._stop.set()
         shutil.rmtree(self._lock_dir, ignore_errors=True)
