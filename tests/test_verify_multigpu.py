@@ -44,3 +44,29 @@ def test_concurrent_verifications_run_on_every_gpu_slot(monkeypatch):
         assert shared.slots == SLOTS and min(shared.calls_per_slot) > 0
     finally:
         shared.close()
+
+
+def test_compute_score_on_ray_uses_one_verifier_actor_per_gpu(monkeypatch):
+    ray = __import__("pytest").importorskip("ray")
+    import os
+    import sys
+
+    from curate.verify import cluster
+
+    path = os.pathsep.join(p for p in sys.path if p and os.path.isdir(p))
+    # two fake GPUs: Ray places one actor on each and sets its CUDA_VISIBLE_DEVICES
+    ray.init(num_cpus=2, num_gpus=2, include_dashboard=False, log_to_driver=False,
+             configure_logging=False, runtime_env={"env_vars": {"PYTHONPATH": path}})
+    monkeypatch.setattr(cluster, "_RAY_POOLS", {})
+    try:
+        info = {"init_args": "[]", "input_spec": json.dumps(SMALL_SPEC)}
+        replies = [reply(candidate("relu_triton")), reply(candidate("relu_zeros"))] * 2
+        out = compute_score_batch(["curate/test"] * 4, replies, [RELU] * 4, [info] * 4, time_it=False,
+                                  workers=1, executor="ray")
+        assert [o["correct"] for o in out] == [True, False, True, False]
+        pool = cluster.shared_ray_pool("cpu", 8192, 1, None)
+        assert sorted(i["visible_devices"] for i in pool.infos) == ["0", "1"]
+        assert sum(pool.calls_per_actor) == 4 and min(pool.calls_per_actor) > 0
+        pool.close()
+    finally:
+        ray.shutdown()
