@@ -187,6 +187,17 @@ def measure(
         help="CUDA: profile one forward for the share of GPU time in library kernels (default on)."),
     inductor_cache: Optional[Path] = typer.Option(
         None, help="Folder for Inductor's and Triton's compile caches (default: torch's own)."),
+    band: bool = typer.Option(
+        True, "--band/--no-band", help="On the GPU diversify aimed at, reject rows outside their band "
+        "('out_of_band')."),
+    min_shapes: int = typer.Option(
+        3, help="A base problem keeps its rows only while its primary row and this many shapes are kept."),
+    executor: str = typer.Option(
+        "local", help="'local' (one measure worker per GPU of this host) or 'ray' (one GPU actor per "
+        "GPU of every node of a Ray cluster; see --ray-address)."),
+    ray_address: Optional[str] = typer.Option(
+        None, help="Ray cluster to join ('auto' on a node started with `ray start`, "
+        "'ray://head:10001'); default: start a local Ray instance (--executor ray)."),
 ) -> None:
     """Time eager (and TorchInductor) runtimes; drop non-finite, non-deterministic, constant problems.
 
@@ -194,6 +205,7 @@ def measure(
     to --trials within --budget-s; TorchInductor compiles run ahead on spare cores while timing
     runs alone on the GPU. A problem that segfaults, hangs, runs out of memory or raises a CUDA
     error becomes a rejected row ('crash', 'timeout', 'memory', 'cuda_error') and the run goes on.
+    A row whose worker died is measured again on another GPU once before it is rejected.
     """
     from curate.measure import run
 
@@ -203,7 +215,7 @@ def measure(
                         workers=workers, budget_s=budget_s, compile_workers=compile_workers,
                         gpu_mem_fraction=gpu_mem_fraction, cuda_graph=cuda_graph, profile=profile,
                         inductor_cache=str(inductor_cache) if inductor_cache else None, band=band,
-                        min_shapes=min_shapes))
+                        min_shapes=min_shapes, executor=executor, ray_address=ray_address))
 
 
 @app.command()

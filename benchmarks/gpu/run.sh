@@ -11,6 +11,9 @@
 #                                                 compared with .carry/loop/*.jsonl
 #   bash benchmarks/gpu/run.sh mined              `curate measure` on .carry/mined/diversify
 #                                                 (a diversify stage folder of mined problems)
+#   bash benchmarks/gpu/run.sh multigpu PHASES LIMIT
+#                                                 many GPUs (curate.bench.multigpu): PHASES of
+#                                                 scale,medians,kill on LIMIT KernelBench rows
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source benchmarks/gpu/env.sh
@@ -41,5 +44,10 @@ print(json.dumps({k: s.get(k) for k in ("in", "kept", "rejected", "seconds", "re
 print("rows per hour:", round(3600 * s["in"] / s["seconds"]))
 PY
     ;;
-  *) sed -n 2,14p "$0"; exit 2 ;;
+  multigpu)
+    nvidia-smi -L | tee -a "$OUT/gpu.txt"
+    python3 -m curate.bench.multigpu --kernelbench "$CURATE_KERNELBENCH" --level 1 \
+      --phase "${2:-scale,kill}" --limit "${3:-40}" --medians-limit "${3:-40}" \
+      --out "$OUT/multigpu" 2>&1 | tail -40 ;;
+  *) sed -n 2,17p "$0"; exit 2 ;;
 esac

@@ -4,7 +4,9 @@ Reads ``OUT/diversify`` (or ``source``), writes ``OUT/measure``. Every row is me
 :func:`curate.measure.core.measure_problem` in an isolated process:
 
 - on CUDA, by persistent workers (:mod:`curate.measure.worker`), one per visible GPU unless
-  ``workers`` says otherwise; Inductor is timed by default and a compile failure rejects
+  ``workers`` says otherwise (a row whose worker died is measured again on another GPU,
+  once), or, with ``executor="ray"``, by one GPU actor per GPU of every node of a Ray
+  cluster (:mod:`curate.measure.cluster`); Inductor is timed by default and a compile failure rejects
   the row (``compile_error``), since the Inductor baseline is part of a problem's metadata;
 - on the CPU, by a :class:`curate.sandbox.Sandbox` child per row, one at a time by default
   (two timers on a 2-core machine disturb each other; the sandbox runs torch on one
@@ -137,7 +139,7 @@ def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
         compile_workers: int | None = None, gpu_mem_fraction: float | None = None,
         cuda_graph: str = "auto", profile: bool | None = None,
         inductor_cache: str | None = None, band: bool = True, conform: bool = True,
-        min_shapes: int = 3) -> dict[str, Any]:
+        min_shapes: int = 3, executor: str = "local", ray_address: str | None = None) -> dict[str, Any]:
     """Measure ``OUT/diversify`` (or ``source``) into ``OUT/measure``; return the stage stats.
 
     Args:
@@ -172,8 +174,16 @@ def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
         conform: run each problem as a KernelBench-style harness does first, on the measure
             device (:mod:`curate.conform`); a failure rejects the row with its reason, a pass
             appends ``<torch version>@<device>`` to ``checked_torch``.
+        executor: ``local`` (this host: one measure worker per GPU) or ``ray`` (one GPU actor
+            per GPU of every node of a Ray cluster, :mod:`curate.measure.cluster`; on the
+            CPU device too, one actor per GPU resource, else one). Either way a row whose
+            worker died is measured again on another GPU, once.
+        ray_address: the Ray cluster to join (``auto``, ``ray://head:10001``); None starts a
+            local Ray instance for the run (``executor="ray"`` only).
     Raises:
-        ValueError: bad ``device`` (see :func:`resolve_device`).
+        ValueError: bad ``device`` (see :func:`resolve_device`) or ``executor``; a CUDA run
+            on a Ray cluster without GPUs.
+        RuntimeError: ``executor="ray"`` without the ray package.
         FileNotFoundError: no input table.
     """
     t0 = time.monotonic()
@@ -184,6 +194,8 @@ def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
     rows = df.to_dicts()
     rejects = Rejections("measure")
 
+    if executor not in ("local", "ray"):
+        raise ValueError(f"executor must be 'local' or 'ray', got {executor!r}")
     if cuda_graph not in ("auto", "on", "off"):
         raise ValueError(f"cuda_graph must be 'auto', 'on' or 'off', got {cuda_graph!r}")
     if gpu_mem_fraction is not None and not 0.0 < gpu_mem_fraction <= 1.0:
@@ -227,11 +239,15 @@ def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
 
     extra: dict[str, Any] = {"device": dev, "inductor": inductor, "band_ms": [min_ms, max_ms],
                              "trials": trials, "warmup": warmup, "resumed": journal.resumed}
+    extra["executor"] = executor
     if jobs:
-        if cuda:
-            pool_opts = {"compile_workers": compile_workers, "gpu_mem_fraction": gpu_mem_fraction,
-                         "inductor_cache": inductor_cache, "warm_inductor": inductor}
-            _measure_gpu(jobs, dev, workers, timeout_s, journal, results, extra, pool_opts)
+        pool_opts = {"compile_workers": compile_workers, "gpu_mem_fraction": gpu_mem_fraction,
+                     "inductor_cache": inductor_cache, "warm_inductor": inductor}
+        if executor == "ray":
+            _measure_ray(jobs, dev, workers, timeout_s, journal, results, extra, pool_opts, ray_address)
+        elif cuda:
+            envs, pool_device = _gpu_workers(dev, workers)
+            _measure_gpu(jobs, envs, pool_device, timeout_s, journal, results, extra, pool_opts)
         else:
             _measure_cpu(jobs, workers, timeout_s, mem_mb, journal, results)
 
@@ -353,16 +369,21 @@ def _measure_cpu(jobs, workers, timeout_s, mem_mb, journal, results) -> None:
         _record(journal, results, i, key, res)
 
 
-def _measure_gpu(jobs, dev, workers, timeout_s, journal, results, extra, pool_opts) -> None:
-    from curate.measure.worker import WorkerPool, gpu_slots
+def _gpu_workers(dev: str, workers: int | None) -> tuple[list[dict[str, str]], str]:
+    """The measure workers' environments (one ``CUDA_VISIBLE_DEVICES`` each) and device."""
+    from curate.measure.worker import gpu_slots
 
     if ":" in dev:
-        envs = [gpu_slots(None)[int(dev.split(":")[1])]]
-    else:
-        envs = gpu_slots(workers)
-    pool = WorkerPool(envs, device="cuda", timeout_s=timeout_s, **pool_opts)
+        return [gpu_slots(None)[int(dev.split(":")[1])]], "cuda"
+    return gpu_slots(workers), "cuda"
+
+
+def _measure_gpu(jobs, envs, device, timeout_s, journal, results, extra, pool_opts) -> None:
+    from curate.measure.worker import WorkerPool
+
+    pool = WorkerPool(envs, device=device, timeout_s=timeout_s, **pool_opts)
     try:
-        tasks = [task for _, _, task in jobs]
+        tasks = [{**task, "device": device} for _, _, task in jobs]
         for j, res in progress(pool.map(tasks), len(tasks), "measure"):
             i, key, _ = jobs[j]
             _record(journal, results, i, key, res)
@@ -370,8 +391,33 @@ def _measure_gpu(jobs, dev, workers, timeout_s, journal, results, extra, pool_op
         pool.close()
     extra["workers"] = len(envs)
     extra["gpus"] = sorted({r["gpu"] for r in results.values() if r.get("gpu")})
+    extra["rows_per_worker"] = list(pool.per_worker)
+    extra["retried_after_worker_death"] = pool.retried
     extra["worker_start_seconds"] = [round(s, 2) for s in pool.start_seconds]
     extra["compile_workers"] = sum(len(c) for c in pool.compilers)
     extra["compile_ahead"] = dict(pool.compile_ahead)
     extra["compile_cache_hits"] = sum(1 for r in results.values()
                                       if (r.get("compile_cache") or {}).get("hit"))
+
+
+def _measure_ray(jobs, dev, workers, timeout_s, journal, results, extra, pool_opts,
+                 ray_address) -> None:
+    from curate.executor import RayExecutor
+    from curate.measure.cluster import measure_on_ray
+
+    device = "cuda" if dev.startswith("cuda") else "cpu"
+    if not device.startswith("cuda"):
+        pool_opts = {**pool_opts, "compile_workers": 0}
+    info: dict[str, Any] = {}
+    with RayExecutor(address=ray_address):  # joins a running instance, else starts (and ends) one
+        tasks = [{**task, "device": device} for _, _, task in jobs]
+        for j, res in progress(measure_on_ray(tasks, device, timeout_s, pool_opts, actors=workers,
+                                              stats=info), len(tasks), "measure"):
+            i, key, _ = jobs[j]
+            _record(journal, results, i, key, res)
+    extra["ray_nodes"] = len({a.get("node") for a in info.get("actors", []) if a.get("node")})
+    extra["workers"] = len(info.get("actors", []))
+    extra["actors"] = info.get("actors", [])
+    extra["retried_after_worker_death"] = info.get("retried", 0)
+    extra["actors_lost"] = info.get("actors_lost", 0)
+    extra["gpus"] = sorted({r["gpu"] for r in results.values() if r.get("gpu")})

@@ -345,7 +345,8 @@ class PersistentWorker:
         """Run one task in the worker with a wall-clock limit.
 
         Returns:
-            The worker's result, or :func:`dead_result` with reason ``timeout`` or ``crash``.
+            The worker's result, or :func:`dead_result` with reason ``timeout`` or ``crash``;
+            a ``crash`` (the process died without answering) also has ``worker_died: True``.
         Raises:
             WorkerStartError: a (re)start failed.
         """
@@ -355,8 +356,8 @@ class PersistentWorker:
             self.conn.send(task)
         except (OSError, BrokenPipeError) as exc:
             self.close()
-            return dead_result("crash", f"worker pipe broken: {exc}", self.device,
-                               time.monotonic() - t, self.role)
+            return {**dead_result("crash", f"worker pipe broken: {exc}", self.device,
+                                  time.monotonic() - t, self.role), "worker_died": True}
         ready = mpc.wait([self.conn, self.proc.sentinel], timeout=timeout_s)
         if self.conn in ready:
             try:
@@ -374,7 +375,8 @@ class PersistentWorker:
         self.proc.join(5)
         code = self.proc.exitcode
         self.close()
-        return dead_result("crash", _death(code), self.device, time.monotonic() - t, self.role)
+        return {**dead_result("crash", _death(code), self.device, time.monotonic() - t, self.role),
+                "worker_died": True}
 
     def close(self) -> None:
         """Stop the worker (politely, then by killing its process group)."""
@@ -439,9 +441,54 @@ def compile_mem_fraction(k: int, n: int) -> float:
     return COMPILE_MEM_SHARE / 2 if k == 0 else COMPILE_MEM_SHARE / 2 / (n - 1)
 
 
+class _Board:
+    """Tasks ready for the measure workers. A task whose worker died waits for a worker it has
+    not died on; when every worker still taking tasks has, the next one of them takes it (a
+    fresh process), so no task waits forever."""
+
+    def __init__(self, workers: int, tasks: int):
+        self.cond = threading.Condition()
+        self.items: list[tuple[int, dict, tuple[int, ...]]] = []  # (index, task, died on)
+        self.alive = set(range(workers))
+        self.left = tasks  # tasks not answered yet
+
+    def put(self, i: int, task: dict, died_on: tuple[int, ...] = ()) -> None:
+        with self.cond:
+            self.items.append((i, task, died_on))
+            self.cond.notify_all()
+
+    def take(self, g: int) -> tuple[int, dict, tuple[int, ...]] | None:
+        """The next task for worker ``g``; None once every task is answered."""
+        with self.cond:
+            while True:
+                if self.left <= 0:
+                    return None
+                for n, (i, task, died_on) in enumerate(self.items):
+                    if g not in died_on or not (self.alive - set(died_on)):
+                        return self.items.pop(n)
+                self.cond.wait(0.5)
+
+    def answered(self) -> None:
+        with self.cond:
+            self.left -= 1
+            self.cond.notify_all()
+
+    def leave(self, g: int) -> None:
+        with self.cond:
+            self.alive.discard(g)
+            self.cond.notify_all()
+
+
 class WorkerPool:
     """Measure a list of tasks: one measure worker per environment (GPU), fed by threads,
     with optional compile-ahead workers per GPU that compile the next problems first.
+
+    A measure worker that dies on a task (a segfault, a kill from outside: a ``crash`` with
+    ``worker_died``) has that task retried on another worker, ``retries`` times at most (on
+    the same GPU's fresh worker when no other is left); a task that killed every worker it
+    ran on keeps its ``crash`` result, with the workers named in its ``detail``. Timeouts are
+    not retried (a hang costs ``timeout_s`` again on any GPU). Every task gets exactly one
+    result.
 
     Args:
         envs: one environment per measure worker (see :func:`gpu_slots`); ``[{}]`` for a
@@ -456,12 +503,13 @@ class WorkerPool:
             (None: torch's default, which persists between runs).
         pin_cpus: pin measure workers to two cores each and compile-ahead workers to the
             rest (on machines with at least 8 cores).
+        retries: times a task whose worker died is run again (0: never).
     """
 
     def __init__(self, envs: list[dict[str, str]], device: str = "cuda", timeout_s: float = 300.0,
                  quiet: bool = True, mem_mb: int | None = 8192, compile_workers: int | None = None,
                  gpu_mem_fraction: float | None = None, inductor_cache: str | None = None,
-                 pin_cpus: bool = True, warm_inductor: bool = False):
+                 pin_cpus: bool = True, warm_inductor: bool = False, retries: int = 1):
         import tempfile
 
         cuda = device.startswith("cuda")
@@ -469,6 +517,7 @@ class WorkerPool:
             compile_workers = default_compile_workers(len(envs)) if cuda else 0
         self.device = device
         self.timeout_s = timeout_s
+        self.retries = max(0, int(retries))
         self._lock_dir = tempfile.mkdtemp(prefix="curate-gpu-lock-")
         extra_env = {}
         if inductor_cache:
@@ -477,6 +526,7 @@ class WorkerPool:
         cores = os.cpu_count() or 1
         pin = pin_cpus and cores >= 8
         rest = list(range(2 * len(envs), cores)) if pin else None
+        self.envs = [dict(e) for e in envs]
         self.workers: list[PersistentWorker] = []
         self.compilers: list[list[PersistentWorker]] = []
         for g, env in enumerate(envs):
@@ -496,6 +546,15 @@ class WorkerPool:
                 for k in range(compile_workers)])
         #: compile-ahead outcomes by status, and FX-graph cache hits of the measure workers
         self.compile_ahead: dict[str, int] = {}
+        #: tasks run again after their worker died, and the results per measure worker
+        self.retried = 0
+        self.per_worker: list[int] = [0] * len(envs)
+        self._running: dict[int, tuple[int, int]] = {}
+        self._running_lock = threading.Lock()
+        #: measure workers stay up after each map (see :meth:`start_workers`)
+        self.keep_alive = False
+        self._stop = threading.Event()
+        self._holders: list[threading.Thread] = []
 
     @property
     def start_seconds(self) -> list[float]:
@@ -509,27 +568,73 @@ class WorkerPool:
     def infos(self) -> list[dict[str, Any]]:
         return [w.info for w in self.workers if w.info]
 
+    def start_workers(self, keep_alive: bool = True) -> float:
+        """Start every measure worker now, all at once, each from a thread that lives until
+        :meth:`close` (a worker ends with the thread that started it: Linux's parent-death
+        signal). With ``keep_alive`` the workers also outlive each :meth:`map`, so a caller
+        mapping many batches (a Ray actor's shards) pays their start once.
+
+        Returns:
+            Wall seconds the starts took.
+        Raises:
+            WorkerStartError: a worker failed to start.
+        """
+        self.keep_alive = keep_alive
+        t = time.monotonic()
+        started = [threading.Event() for _ in self.workers]
+        errors: list[BaseException] = []
+
+        def hold(k: int, w: PersistentWorker) -> None:
+            try:
+                w.start()
+            except BaseException as exc:
+                errors.append(exc)
+            finally:
+                started[k].set()
+            self._stop.wait()
+
+        for k, w in enumerate(self.workers):
+            th = threading.Thread(target=hold, args=(k, w), daemon=True, name=f"curate-hold-{k}")
+            th.start()
+            self._holders.append(th)
+        for e in started:
+            e.wait()
+        if errors:
+            raise errors[0]
+        return time.monotonic() - t
+
+    def running(self) -> dict[int, tuple[int, int]]:
+        """``{measure worker number: (task index, worker pid)}`` for the tasks being measured
+        now (for progress reports and fault-injection tests)."""
+        with self._running_lock:
+            return dict(self._running)
+
     def map(self, tasks: Iterable[dict[str, Any]]) -> Iterator[tuple[int, dict[str, Any]]]:
-        """Measure ``tasks``; yield ``(index, result)`` in completion order.
+        """Measure ``tasks``; yield ``(index, result)`` in completion order, once per task.
 
         Tasks with ``inductor`` set pass through a compile-ahead worker first (when the pool
         has any); the measure workers take whichever task is ready. A worker that cannot
-        (re)start gives its task a ``crash`` result and stops taking tasks (the last one of
-        each kind keeps trying, so no task is left unanswered).
+        (re)start hands its task to the others and stops taking tasks (the last one of each
+        kind keeps trying, its tasks getting ``crash`` results, so no task is left
+        unanswered). Each result names its measure worker (``worker``, its number in
+        ``envs``); a task run again after a worker died on it has ``died_on`` (the workers'
+        numbers) and the note ``worker_died``.
         """
         items = list(enumerate(tasks))
-        ready: queue.Queue = queue.Queue()
+        board = _Board(len(self.workers), len(items))
         to_compile: queue.Queue = queue.Queue()
         retry: queue.Queue = queue.Queue()  # out of memory on a small compile worker
         compilers = [w for ws in self.compilers for w in ws]
         large = {id(ws[0]) for ws in self.compilers if len(ws) > 1}
         for i, task in items:
-            (to_compile if compilers and task.get("inductor") else ready).put((i, task))
+            if compilers and task.get("inductor"):
+                to_compile.put((i, task))
+            else:
+                board.put(i, task)
         n_compile = to_compile.qsize()
         done: queue.Queue = queue.Queue()
         lock = threading.Lock()
         active = {"measure": len(self.workers), "compile": len(compilers)}
-        remaining = [len(items)]
         compiled = [0]
         unresolved = [n_compile]  # compile tasks not yet handed to the measure workers
         large_alive = [len(large)]
@@ -546,8 +651,8 @@ class WorkerPool:
                 self.compile_ahead[pre["status"]] = self.compile_ahead.get(pre["status"], 0) + 1
                 compiled[0] += 1
                 unresolved[0] -= 1
-            ready.put((i, {**task, "precompile": {k: pre.get(k) for k in ("status", "detail",
-                                                                           "seconds", "cache")}}))
+            board.put(i, {**task, "precompile": {k: pre.get(k) for k in ("status", "detail",
+                                                                          "seconds", "cache")}})
 
         def next_task(is_large: bool):
             while True:
@@ -604,31 +709,58 @@ class WorkerPool:
                     resolve(i, task, {"status": "memory", "detail": "no compile worker left to retry"})
             worker.close()
 
-        def measure_feed(worker: PersistentWorker) -> None:
+        def measure_feed(g: int, worker: PersistentWorker) -> None:
+            held_pid = worker.info["pid"] if worker.alive and worker.info else None
             while True:
-                with lock:
-                    if remaining[0] == 0:
-                        break
-                    remaining[0] -= 1
-                i, task = ready.get()
+                got = board.take(g)
+                if got is None:
+                    break
+                i, task, died_on = got
                 try:
+                    pid = worker.start()["pid"]
+                    with self._running_lock:
+                        self._running[g] = (i, pid)
                     result = worker.measure(task, self.timeout_s)
                 except WorkerStartError as exc:
-                    done.put((i, dead_result("crash", str(exc), self.device)))
-                    if give_up("measure"):
+                    if give_up("measure"):  # the others take this task and the rest
+                        board.leave(g)
+                        board.put(i, task, died_on)
                         break
-                    continue
+                    result = dead_result("crash", str(exc), self.device)
                 except BaseException as exc:  # never leave a task unanswered
-                    done.put((i, dead_result("crash", f"{type(exc).__name__}: {exc}", self.device)))
-                    continue
+                    result = dead_result("crash", f"{type(exc).__name__}: {exc}", self.device)
+                finally:
+                    with self._running_lock:
+                        self._running.pop(g, None)
+                if result.get("worker_died"):
+                    died = died_on + (g,)
+                    if len(died) <= self.retries:
+                        with lock:
+                            self.retried += 1
+                        board.put(i, task, died)
+                        continue
+                    result["detail"] = (f"{result['detail']}; the worker died on it {len(died)} times "
+                                        f"(workers {', '.join(map(str, died))}), not retried again")
+                    died_on = died
+                elif died_on:
+                    result["notes"] = list(result.get("notes") or []) + ["worker_died"]
+                result["worker"] = g
+                if died_on:
+                    result["died_on"] = list(died_on)
                 if task.get("precompile"):
                     result["precompile"] = task["precompile"]
+                with lock:
+                    self.per_worker[g] += 1
                 done.put((i, result))
-            worker.close()
+                board.answered()
+            # a worker this thread (re)started dies with it: close it now, cleanly
+            if not self.keep_alive or (worker.info or {}).get("pid") != held_pid:
+                worker.close()
 
         threads = [threading.Thread(target=compile_feed, args=(w,), daemon=True) for w in compilers
                    if n_compile]
-        threads += [threading.Thread(target=measure_feed, args=(w,), daemon=True) for w in self.workers]
+        threads += [threading.Thread(target=measure_feed, args=(g, w), daemon=True)
+                    for g, w in enumerate(self.workers)]
         for t in threads:
             t.start()
         for _ in range(len(items)):
@@ -641,4 +773,5 @@ class WorkerPool:
 
         for w in self.workers + [c for ws in self.compilers for c in ws]:
             w.close()
+        self._stop.set()
         shutil.rmtree(self._lock_dir, ignore_errors=True)

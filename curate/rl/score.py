@@ -50,6 +50,11 @@ class RewardConfig:
             8 on CUDA, the CPU count up to 8 on the CPU); also the batch's concurrency.
         persistent: verify in persistent workers (default); False: a fresh sandbox process
             per candidate (slower; nothing survives between calls).
+        executor: ``"local"`` (default: this host's GPUs, one worker pinned to each GPU in
+            turn) or ``"ray"`` (one verifier actor per GPU of a Ray cluster,
+            :mod:`curate.verify.cluster`; ``workers`` then counts per GPU).
+        ray_address: the Ray cluster (``"auto"``...); None: the running Ray instance, else a
+            local one.
     """
 
     compiled_weight: float = 0.1
@@ -64,6 +69,8 @@ class RewardConfig:
     seed: int | None = None
     workers: int | None = None
     persistent: bool = True
+    executor: str = "local"
+    ray_address: str | None = None
 
 
 class Score(dict):
@@ -264,9 +271,7 @@ def compute_score(data_source: str, solution_str: str, ground_truth: str,
         timeout_s = default_timeout_s(cfg, code, _known_ms(info, device, key))
     mem_mb = None if device.startswith("cuda") else 8192
     if config.persistent:
-        from curate.verify.pool import shared_pool
-
-        result = shared_pool(device, mem_mb, config.workers).verify(ground_truth, code, cfg, timeout_s, key)
+        result = _pool(config, device, mem_mb).verify(ground_truth, code, cfg, timeout_s, key)
     else:
         from curate.verify.verifier import _from_outcome, _sandbox
         from curate.verify.worker import verify_task
@@ -278,6 +283,19 @@ def compute_score(data_source: str, solution_str: str, ground_truth: str,
         with _REF_LOCK:
             _REF_MS[(device, key)] = float(result.eager_ms)
     return score_result(result, config)
+
+
+def _pool(config: RewardConfig, device: str, mem_mb: int | None):
+    """The persistent verifier pool of this process for ``config`` (local or Ray)."""
+    if config.executor == "ray":
+        from curate.verify.cluster import shared_ray_pool
+
+        return shared_ray_pool(device, mem_mb, config.workers, config.ray_address)
+    if config.executor != "local":
+        raise ValueError(f"executor must be 'local' or 'ray', got {config.executor!r}")
+    from curate.verify.pool import shared_pool
+
+    return shared_pool(device, mem_mb, config.workers)
 
 
 def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str],
@@ -303,10 +321,8 @@ def compute_score_batch(data_sources: Sequence[str], solution_strs: Sequence[str
     if n == 0:
         return []
     config = _config(config, overrides)
-    from curate.verify.pool import shared_pool
-
     device = resolve_device(config.device)
-    width = shared_pool(device, None if device.startswith("cuda") else 8192, config.workers).workers
+    width = _pool(config, device, None if device.startswith("cuda") else 8192).workers
     with ThreadPoolExecutor(max_workers=max(1, min(n, width))) as ex:
         return list(ex.map(lambda i: compute_score(data_sources[i], solution_strs[i], ground_truths[i],
                                                    infos[i], config), range(n)))

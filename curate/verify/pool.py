@@ -16,6 +16,11 @@ changed (a replaced torch function, a global setting, a thread: see
 Workers are also retired after ``max_calls`` calls. Thread-safe: any number of threads may
 call :meth:`VerifierPool.verify` at once; ``workers`` of them verify at a time.
 
+Many GPUs: each worker is pinned to one GPU (its ``CUDA_VISIBLE_DEVICES``, one *slot* per
+visible GPU, :func:`device_slots`). A new worker goes to the slot with the fewest workers; a
+call goes to a free worker holding its problem on the least busy GPU, so concurrent calls
+(``compute_score_batch``, a trainer's reward threads) spread over every GPU of the host.
+
 Imports only the standard library (workers import torch and triton).
 """
 
@@ -30,29 +35,49 @@ from curate.sandbox import MEMORY, OK, Outcome, Sandbox, Worker
 from curate.verify.verifier import VerifyResult, _from_outcome
 
 
+def device_slots(device: str) -> list[dict[str, str]]:
+    """One environment per GPU a ``device`` pool spreads its workers over: for ``cuda``, a
+    ``CUDA_VISIBLE_DEVICES`` per visible GPU (:func:`curate.measure.worker.gpu_slots`); for
+    ``cpu`` or one named GPU (``cuda:1``), one slot that changes nothing."""
+    if device != "cuda":
+        return [{}]
+    from curate.measure.worker import WorkerStartError, gpu_slots
+
+    try:
+        return gpu_slots()
+    except WorkerStartError:
+        return [{}]
+
+
 class VerifierPool:
-    """Up to ``workers`` persistent verification workers for one device.
+    """Up to ``workers`` persistent verification workers for one device, spread over its GPUs.
 
     Args:
-        workers: workers at once (default: ``CURATE_REWARD_WORKERS``, else 8 on CUDA and
-            the CPU count, at most 8, on the CPU).
+        workers: workers at once (default: ``CURATE_REWARD_WORKERS``, else 8 per GPU on CUDA
+            and the CPU count, at most 8, on the CPU).
         device: ``"cpu"`` or ``"cuda"`` (resolved, not ``"auto"``).
         mem_mb: address-space budget per worker on top of its start size (MiB); None: no
             limit (CUDA's default: the driver reserves huge address ranges).
         max_calls: calls after which a worker is replaced (bounds slow leaks).
+        slots: one environment per GPU (default :func:`device_slots`); each worker gets one.
     """
 
     def __init__(self, workers: int | None = None, device: str = "cpu", mem_mb: int | None = None,
-                 max_calls: int = 500):
+                 max_calls: int = 500, slots: list[dict[str, str]] | None = None):
+        self.slots = [dict(s) for s in (slots if slots is not None else device_slots(device))] or [{}]
         env = os.environ.get("CURATE_REWARD_WORKERS")
-        default = 8 if device.startswith("cuda") else min(8, os.cpu_count() or 1)
+        default = 8 * len(self.slots) if device.startswith("cuda") else min(8, os.cpu_count() or 1)
         self.workers = max(1, int(workers or (int(env) if env else default)))
         self.device = device
         self.mem_mb = mem_mb
         self.max_calls = max_calls
         self._cond = threading.Condition()
-        self._idle: list[tuple[Worker, set[str]]] = []  # (worker, problems it holds)
+        self._idle: list[tuple[Worker, set[str], int]] = []  # (worker, problems it holds, slot)
         self._count = 0  # workers alive or starting, idle or busy
+        self._live = [0] * len(self.slots)  # workers per slot, alive or starting
+        self._busy = [0] * len(self.slots)  # calls running per slot
+        #: calls answered per slot
+        self.calls_per_slot = [0] * len(self.slots)
         self._closed = False
 
     def verify(self, reference_code: str, candidate_code: str, cfg: dict[str, Any],
@@ -62,18 +87,22 @@ class VerifierPool:
 
         Returns:
             The :class:`VerifyResult`; ``details["worker_retired"]`` names what a candidate
-            left changed, when it did. Never raises for a failing candidate or worker.
+            left changed, when it did; ``details["gpu_slot"]`` is the slot (GPU) that ran it
+            and ``details["visible_devices"]`` what its worker saw. Never raises for a
+            failing candidate or worker.
         """
         requested_at = time.time()
-        worker, held = self._acquire(problem_key)
+        worker, held, slot = self._acquire(problem_key)
         start = time.monotonic()
         try:
             outcome = worker.call((reference_code, candidate_code, cfg), timeout_s)
         except RuntimeError as exc:  # the worker was closed under us (pool closed)
             outcome = Outcome("crash", None, str(exc), time.monotonic() - start)
         retire: list[str] = []
+        visible = None
         if outcome.status == OK:
             retire = list(outcome.value.get("retire") or [])
+            visible = outcome.value.get("visible_devices")
             outcome = Outcome(OK, outcome.value["result"], "", outcome.seconds)
         elif outcome.status == "error" and "MemoryError" in outcome.error:
             outcome = Outcome(MEMORY, None, outcome.error, outcome.seconds)
@@ -84,44 +113,66 @@ class VerifierPool:
             boot["to_serve_s"] = round(boot.pop("entered_at") - requested_at, 4)
         if retire:
             result.details["worker_retired"] = retire
+        result.details["gpu_slot"] = slot
+        if visible is not None:
+            result.details["visible_devices"] = visible
         keep = outcome.status == OK and not retire and worker.alive and worker.calls < self.max_calls
-        self._release(worker, held | {problem_key}, keep)
+        self._release(worker, held | {problem_key}, keep, slot)
         return result
 
-    def _acquire(self, key: str) -> tuple[Worker, set[str]]:
+    def _pick_idle(self, key: str) -> int | None:
+        """The idle worker to use: one holding ``key`` on the least busy GPU, else None."""
+        best = None
+        for i, (_, held, slot) in enumerate(self._idle):
+            if key in held and (best is None or self._busy[slot] < self._busy[self._idle[best][2]]):
+                best = i
+        return best
+
+    def _acquire(self, key: str) -> tuple[Worker, set[str], int]:
         with self._cond:
             while True:
                 if self._closed:
                     raise RuntimeError("verifier pool is closed")
-                for i, (w, held) in enumerate(self._idle):
-                    if key in held:
-                        return self._idle.pop(i)
+                i = self._pick_idle(key)
+                if i is None and self._count >= self.workers and self._idle:
+                    # a free worker holding other problems, on the least busy GPU
+                    i = min(range(len(self._idle)), key=lambda k: self._busy[self._idle[k][2]])
+                if i is not None:
+                    worker, held, slot = self._idle.pop(i)
+                    self._busy[slot] += 1
+                    return worker, held, slot
                 if self._count < self.workers:
+                    slot = min(range(len(self.slots)), key=lambda s: (self._live[s], self._busy[s]))
                     self._count += 1
+                    self._live[slot] += 1
+                    self._busy[slot] += 1
                     break
-                if self._idle:  # a free worker that holds other problems
-                    return self._idle.pop(0)
                 self._cond.wait()
         try:
             sandbox = Sandbox(workers=1, timeout_s=600, mem_mb=self.mem_mb)
             from curate.verify.worker import serve
 
             threads = max(1, (os.cpu_count() or 1) // self.workers)
-            return sandbox.start_worker(serve, self.device, threads), set()
+            return sandbox.start_worker(serve, self.device, self.slots[slot], threads), set(), slot
         except BaseException:
             with self._cond:
                 self._count -= 1
+                self._live[slot] -= 1
+                self._busy[slot] -= 1
                 self._cond.notify()
             raise
 
-    def _release(self, worker: Worker, held: set[str], keep: bool) -> None:
+    def _release(self, worker: Worker, held: set[str], keep: bool, slot: int) -> None:
         if not keep:
             worker.close()
         with self._cond:
+            self._busy[slot] -= 1
+            self.calls_per_slot[slot] += 1
             if keep and not self._closed:
-                self._idle.append((worker, set(list(held)[-64:])))
+                self._idle.append((worker, set(list(held)[-64:]), slot))
             else:
                 self._count -= 1
+                self._live[slot] -= 1
                 if keep:
                     worker.close()
             self._cond.notify()
@@ -132,8 +183,10 @@ class VerifierPool:
             self._closed = True
             idle, self._idle = self._idle, []
             self._count -= len(idle)
+            for _, _, slot in idle:
+                self._live[slot] -= 1
             self._cond.notify_all()
-        for w, _ in idle:
+        for w, _, _ in idle:
             w.close()
 
 

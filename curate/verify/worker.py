@@ -465,7 +465,7 @@ def _dynamo_graphs() -> int:
     return int(dynamo.counters["stats"]["unique_graphs"])
 
 
-def serve(conn, device: str, threads: int | None = None) -> None:
+def serve(conn, device: str, env: dict[str, str] | None = None, threads: int | None = None) -> None:
     """A persistent verification worker's loop (run by :meth:`curate.sandbox.Sandbox.start_worker`).
 
     Each request is ``(reference_code, candidate_code, cfg)`` (as for :func:`verify_task`);
@@ -475,12 +475,17 @@ def serve(conn, device: str, threads: int | None = None) -> None:
     setting, a thread, a pushed mode. The pool then stops this worker, so no candidate can
     influence a later call's reference. The CUDA context, Triton's and Inductor's in-memory
     caches and each problem's loaded reference and baseline timings stay across calls.
-    ``threads``: torch's intra-op CPU threads in this worker (None: torch's default).
+
+    ``env`` is set before CUDA starts (``CUDA_VISIBLE_DEVICES``: the GPU this worker uses);
+    each answer names the devices the worker sees (``visible_devices``). ``threads``: torch's
+    intra-op CPU threads in this worker (None: the sandbox's one).
     """
     entered_at = time.time()
     cache: dict = {}
-    if threads:  # several workers share the host's cores: each would otherwise take them all
+    if threads:  # several workers share the host's cores
         torch.set_num_threads(threads)
+    os.environ.update(env or {})
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if device.startswith("cuda"):
         torch.cuda.init()
     elif device == "cpu":
@@ -509,6 +514,6 @@ def serve(conn, device: str, threads: int | None = None) -> None:
             torch.cuda.synchronize()
             torch.cuda.empty_cache()
         retire = _guards.changed(baseline, _guards.process_state())
-        conn.send(("ok", {"result": result, "retire": retire}, ""))
+        conn.send(("ok", {"result": result, "retire": retire, "visible_devices": visible}, ""))
         if retire:
             return
