@@ -201,18 +201,19 @@ def test_pruning_changes_no_output_on_mined_problems(default_subset: Path, tmp_p
 
 @pytest.mark.slow
 def test_usage_pruning_keeps_what_a_timm_layer_builds(default_subset: Path):
-    from curate.problem import mined_inputs, replace_inputs
+    from curate.problem import replace_inputs
 
     mined = read_problems(default_subset / "mine")
-    row = mined.filter(pl.col("code").str.contains("class Model(SEModule)")).row(0, named=True)
-    code = replace_inputs(row["code"], *mined_inputs(row, estimated_only=False))
+    row = mined.filter(pl.col("code").str.contains("class Model(SEModule)", literal=True)).row(0, named=True)
+    code = row["code"]  # the mine stage's rows are at their mined inputs
     # SEModule's gate is a sigmoid: that entry is used, the others are not
     unused = {k for t, k in unused_entries(code, []) if t == "_ACT_LAYER_DEFAULT"}
     assert "sigmoid" not in unused and {"gelu", "tanh", "hard_mish"} <= unused, unused
     # a variant built with other constructor arguments is recorded too (on the meta device)
-    wider = code.replace(f"return {json.loads(row['mined_init_args'])!r}".replace("'", '"'), "return [96, 24]")
-    if wider != code:
-        assert {k for t, k in unused_entries(code, [wider]) if t == "_ACT_LAYER_DEFAULT"} == unused
+    init = json.loads(row["init_args"])
+    wider = replace_inputs(code, json.loads(row["input_spec"]), [2 * init[0], *init[1:]])
+    assert wider != code
+    assert {k for t, k in unused_entries(code, [wider]) if t == "_ACT_LAYER_DEFAULT"} == unused
     result = prune_task(code, [], seed=0)
     assert result["same"] and result["tables"], result
     assert check_task(code, result["pruned"])["same"]
