@@ -12,13 +12,19 @@ from pathlib import Path
 import polars as pl
 import pytest
 import torch.nn.modules.activation as activation
+import torch.nn.modules.conv as conv
+import transformers.activations as hf_activations
 
-from curate.export.prune import prune_source
+from curate.export.prune import check_task, prune_source, table_entries
 from curate.export.prune_table import prune_codes
+from curate.export.prune_usage import prune_task, unused_entries
 from curate.problem import INPUTS_MARKER, assemble
 from curate.table import read_problems
 
 ACTIVATION_SRC = inspect.getsource(activation)
+# torch's conv.py, its package-relative imports made absolute so it runs as one file
+CONV_SRC = inspect.getsource(conv).replace("from .", "from torch.nn.modules.")
+HF_ACT_SRC = inspect.getsource(hf_activations)
 
 
 def _problem(body: str, model: str) -> str:
@@ -70,6 +76,42 @@ def test_names_in_strings_and_import_time_calls_are_kept():
     assert not result2.dynamic
     assert "class Picked(Hardswish):" in result2.code and "def register" in result2.code
     assert "class MultiheadAttention" not in result2.code
+
+
+def test_doc_assignments_and_the_notes_they_format_go():
+    # torch's Conv1d builds its __doc__ from convolution_notes and reproducibility_notes
+    code = _problem(CONV_SRC, "Conv1d").replace('"shape": [4, 16]', '"shape": [2, 4, 16]').replace(
+        "def get_init_inputs():\n    return []", "def get_init_inputs():\n    return [4, 8, 3]")
+    assert "__doc__ = (" in code and "convolution_notes = {" in code
+    new = prune_source(code).code
+    head = new.partition(INPUTS_MARKER)[0]
+    for gone in ("__doc__", "convolution_notes", "reproducibility_notes", "class ConvTranspose1d"):
+        assert gone not in head
+    assert "class Conv1d(_ConvNd):" in head and "def _conv_forward" in head
+    assert check_task(code, new) == {"same": True, "detail": ""}
+    # code that reads a docstring keeps the assignments that make it
+    reads = code.replace("class Model(Conv1d):", "DOC = Conv1d.__doc__\n\n\nclass Model(Conv1d):")
+    kept = prune_source(reads).code
+    assert "__doc__ = (" in kept and "convolution_notes = {" in kept
+
+
+def test_table_entries_of_a_real_activation_table():
+    # transformers' ACT2CLS maps names to its activation classes (and to torch's)
+    code = _problem(HF_ACT_SRC, "GELUActivation")
+    entries = {e.key: e for e in table_entries(code) if e.table == "ACT2CLS"}
+    assert entries["xielu"].refs == {"XIELUActivation"}
+    assert entries["gelu_10"].refs == {"ClippedGELUActivation"}
+    assert "relu" not in entries and "swish" not in entries  # torch's classes: nothing to follow
+    drop = [("ACT2CLS", k) for k in ("xielu", "laplace", "relu2", "sqrtsoftplus", "gelu_10")]
+    plain = prune_source(code)
+    result = prune_source(code, drop + [("ACT2CLS", "no such key"), ("NOT_A_TABLE", "gelu")])
+    assert "ACT2CLS['xielu']" in result.removed and "XIELUActivation" in result.removed
+    for gone in ("class XIELUActivation", "class LaplaceActivation", "class ReLUSquaredActivation",
+                 "class SqrtSoftplusActivation", "class ClippedGELUActivation", '"xielu":'):
+        assert gone in plain.code and gone not in result.code
+    for kept in ("class GELUActivation", '"gelu": GELUActivation,', '"relu": nn.ReLU,', "ACT2FN = "):
+        assert kept in result.code
+    compile(result.code, "<pruned>", "exec")
 
 
 def test_unparsable_code_is_returned_unchanged():
@@ -124,6 +166,11 @@ def test_pruning_changes_no_output_on_mined_problems(default_subset: Path, tmp_p
     assert mined.height >= 40
     table, stats = prune_codes(mined, cache=tmp_path / "checks.jsonl", workers=2)
     assert stats["pruned"] >= 0.8 * stats["bodies"], stats
+    # timm's layers build their activation through _ACT_LAYER_DEFAULT: the entries no run
+    # used go, with the classes only they named
+    assert stats["by_usage"] >= 3, stats
+    se = table.filter(pl.col("code").str.contains("class SEModule"))
+    assert se.height and all("_ACT_LAYER_DEFAULT" in c and "class GELUTanh" not in c for c in se["code"])
     # torch's own classes are mined as one-line subclasses of the public class (nothing to
     # prune); the timm closures carry most of what pruning removes
     assert stats["chars_after"] < 0.9 * stats["chars_before"], stats
@@ -150,3 +197,24 @@ def test_pruning_changes_no_output_on_mined_problems(default_subset: Path, tmp_p
     rest = table.filter(~pl.col("pruned"))
     orig_codes = dict(zip(mined["problem_id"], mined["code"]))
     assert all(orig_codes[p] == c for p, c in zip(rest["problem_id"], rest["code"]))
+
+
+@pytest.mark.slow
+def test_usage_pruning_keeps_what_a_timm_layer_builds(default_subset: Path):
+    from curate.problem import replace_inputs
+
+    mined = read_problems(default_subset / "mine")
+    row = mined.filter(pl.col("code").str.contains("class Model(SEModule)", literal=True)).row(0, named=True)
+    code = row["code"]  # the mine stage's rows are at their mined inputs
+    # SEModule's gate is a sigmoid: that entry is used, the others are not
+    unused = {k for t, k in unused_entries(code, []) if t == "_ACT_LAYER_DEFAULT"}
+    assert "sigmoid" not in unused and {"gelu", "tanh", "hard_mish"} <= unused, unused
+    # a variant built with other constructor arguments is recorded too (on the meta device)
+    init = json.loads(row["init_args"])
+    wider = replace_inputs(code, json.loads(row["input_spec"]), [2 * init[0], *init[1:]])
+    assert wider != code
+    assert {k for t, k in unused_entries(code, [wider]) if t == "_ACT_LAYER_DEFAULT"} == unused
+    result = prune_task(code, [], seed=0)
+    assert result["same"] and result["tables"], result
+    assert check_task(code, result["pruned"])["same"]
+    assert len(result["pruned"]) < len(prune_source(code).code)

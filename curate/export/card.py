@@ -260,10 +260,12 @@ def prompt_section(token_stats: dict[str, Any] | None, prune_stats: dict[str, An
         kept = ", ".join(f"{k} {v:,}" for k, v in sorted((p.get("kept_by_reason") or {}).items()))
         lines.append(
             f"Reference programs are pruned to what `Model`, `get_inputs` and `get_init_inputs` "
-            f"reach (unreachable definitions, docstrings and comments removed); each pruned "
-            f"program was run against its original with the same seed and replaced it only "
-            f"when outputs and parameters were identical. Pruned: {p['pruned']:,} of "
-            f"{p['bodies']:,} distinct programs ({p['rows_pruned']:,} rows; column `pruned` in "
+            f"reach (unreachable definitions, docstrings and comments removed, and entries of "
+            f"lookup tables such as timm's activation table that no run of the program used); "
+            f"each pruned program was run against its original with the same seed and replaced "
+            f"it only when outputs and parameters were identical. Pruned: {p['pruned']:,} of "
+            f"{p['bodies']:,} distinct programs, {p.get('by_usage', 0):,} of them with unused "
+            f"table entries removed ({p['rows_pruned']:,} rows; column `pruned` in "
             f"the `measurements` config); left as they were: {kept or 'none'}. Characters "
             f"over all rows: {p['chars_before']:,} before, {p['chars_after']:,} after.")
     return "\n\n".join(lines) + "\n"

@@ -9,8 +9,11 @@ tokens (the policy reads the reference) and teach nothing. :func:`prune_source` 
   names through function and class bodies, bases, decorators, default arguments,
   annotations and identifier-like string constants (``getattr(mod, "Name")``, forward
   references);
-- docstrings and other bare string statements, except ``Model``'s own docstring (the
-  provenance and licence line written by mining) when it is short;
+- docstrings, other bare string statements and ``__doc__ = ...`` assignments (with the
+  note tables only they read), except ``Model``'s own docstring (the provenance and
+  licence line written by mining) when it is short;
+- with ``drop_entries``, entries of lookup tables that a run never used (see
+  :func:`table_entries` and :mod:`curate.export.prune_usage`), then what only they reached;
 - comments, except the inputs marker line (:data:`curate.problem.INPUTS_MARKER`).
 
 It is conservative where names cannot be followed: code that calls ``globals()``,
@@ -34,6 +37,7 @@ import io
 import re
 import tokenize
 from dataclasses import dataclass, field
+from typing import Any, Iterable
 
 from curate.problem import INPUTS_MARKER
 
@@ -45,7 +49,7 @@ MAX_HEADER_DOC = 500
 DYNAMIC_NAMES = frozenset({"globals", "vars", "locals", "eval", "exec", "__import__", "importlib"})
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: Bump when the pass changes: cached checks of an older pass are redone.
-PRUNE_VERSION = 1
+PRUNE_VERSION = 3
 
 
 @dataclass
@@ -85,8 +89,10 @@ def _string_idents(node: ast.AST) -> set[str]:
     return out
 
 
-def _docstring_nodes(tree: ast.AST) -> set[int]:
-    """ids of the Expr nodes that are bare string statements (docstrings and the like)."""
+def _docstring_nodes(tree: ast.AST, doc_assignments: bool = False) -> set[int]:
+    """ids of the Expr nodes that are bare string statements (docstrings and the like) and,
+    with ``doc_assignments``, of ``__doc__ = ...`` statements (removed with them, so what
+    only they read is not reached)."""
     found = set()
     for n in ast.walk(tree):
         for name in ("body", "orelse", "finalbody"):
@@ -94,6 +100,8 @@ def _docstring_nodes(tree: ast.AST) -> set[int]:
             for stmt in block if isinstance(block, list) else []:
                 if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant) \
                         and isinstance(stmt.value.value, str):
+                    found.add(id(stmt))
+                elif doc_assignments and _sets_doc(stmt):
                     found.add(id(stmt))
     return found
 
@@ -174,14 +182,16 @@ def _decorated_by_local(stmt: ast.stmt, local: set[str]) -> bool:
     return any(isinstance(n, ast.Name) and n.id in local for d in decorators for n in ast.walk(d))
 
 
-def reachable_statements(tree: ast.Module, extra_roots: set[str]) -> tuple[list[bool], bool]:
-    """Which top-level statements of ``tree`` to keep.
+def reachable_statements(tree: ast.Module, extra_roots: set[str], doc_assignments: bool = False
+                         ) -> tuple[list[bool], bool]:
+    """Which top-level statements of ``tree`` to keep (``doc_assignments``: ``__doc__ = ...``
+    statements are removed, so what only they read is not reached).
 
     Returns:
         ``(keep, dynamic)``: one bool per statement of ``tree.body``, and whether dynamic
         name lookups forced every statement to be kept.
     """
-    bare = _docstring_nodes(tree)
+    bare = _docstring_nodes(tree, doc_assignments)
     body = tree.body
     bound = [_bound(s) for s in body]
     local = {n for b in bound if b for n in b}
@@ -265,6 +275,13 @@ def _shares_line(stmt: ast.AST, line_text: list[str]) -> bool:
         last[stmt.end_col_offset:].split(b"#", 1)[0].strip())
 
 
+def _sets_doc(stmt: ast.stmt) -> bool:
+    """``__doc__ = ...``: torch's conv and pooling classes build their docstrings so, from
+    long tables of shared notes."""
+    return isinstance(stmt, ast.Assign) and len(stmt.targets) == 1 \
+        and isinstance(stmt.targets[0], ast.Name) and stmt.targets[0].id == "__doc__"
+
+
 def _docstring_edits(tree: ast.Module, line_text: list[str], keep_doc: set[int]
                      ) -> tuple[set[int], dict[int, str], int]:
     """Lines to delete and lines to replace (with ``pass``) to drop bare strings."""
@@ -276,8 +293,8 @@ def _docstring_edits(tree: ast.Module, line_text: list[str], keep_doc: set[int]
             block = getattr(n, attr, None) or []
             if not isinstance(block, list):
                 continue
-            strings = [s for s in block if isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)
-                       and isinstance(s.value.value, str) and id(s) not in keep_doc]
+            strings = [s for s in block if (isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant)
+                       and isinstance(s.value.value, str) and id(s) not in keep_doc) or _sets_doc(s)]
             strings = [s for s in strings if not _shares_line(s, line_text)]
             if not strings:
                 continue
@@ -334,18 +351,135 @@ def _model_doc(tree: ast.Module) -> set[int]:
     return set()
 
 
-def prune_source(code: str) -> Pruned:
+# ---------------------------------------------------------------- lookup tables
+
+@dataclass(frozen=True)
+class Entry:
+    """One entry of a module-level lookup table that refers to module definitions.
+
+    Attributes:
+        table: the table's name (``NAME = dict(...)`` or ``NAME = {...}``).
+        key: the entry's key (a keyword name or a literal constant).
+        first, last: 1-based lines the entry spans (it owns them: nothing else on them but
+            its trailing comma and a comment).
+        refs: names of module definitions its value refers to.
+        member: the table is a set display (``NAME = {A, B}``, membership tests) and ``key``
+            is the name of the definition the element is.
+    """
+
+    table: str
+    key: Any
+    first: int
+    last: int
+    refs: frozenset[str]
+    member: bool = False
+
+
+def _table_items(value: ast.AST) -> list[tuple[Any, ast.AST, ast.AST]] | None:
+    """``(key, start node, value node)`` of a ``dict(k=v, ...)`` call or a ``{k: v}``
+    display with literal keys; None for anything else (or keys that repeat)."""
+    items: list[tuple[Any, ast.AST, ast.AST]] = []
+    if isinstance(value, ast.Call) and isinstance(value.func, ast.Name) and value.func.id == "dict" \
+            and not value.args:
+        items = [(k.arg, k, k.value) for k in value.keywords if k.arg is not None]
+    elif isinstance(value, ast.Set):
+        if not all(isinstance(e, ast.Name) for e in value.elts):
+            return None
+        items = [(e.id, e, e) for e in value.elts]
+    elif isinstance(value, ast.Dict):
+        for k, v in zip(value.keys, value.values):
+            if k is None:
+                continue  # a ** unpacking: kept as it is
+            try:
+                items.append((ast.literal_eval(k), k, v))
+            except ValueError:
+                return None
+    else:
+        return None
+    keys = [k for k, _, _ in items]
+    try:
+        if len(set(keys)) != len(keys):
+            return None
+    except TypeError:
+        return None
+    return items
+
+
+def table_entries(code: str) -> list[Entry]:
+    """Entries of module-level lookup tables whose values refer to classes or functions
+    defined in the module: timm's ``_ACT_LAYER_DEFAULT = dict(relu=..., gelu=GELU, ...)``
+    and the like (dict calls, dict displays with literal keys, set displays of names),
+    which keep every layer a factory could build reachable although a problem builds one
+    or two.
+
+    Args:
+        code: a program (the part before the inputs marker is read).
+    Returns:
+        Entries in source order; only those that own their lines (one entry per line run)
+        are listed, since only those can be deleted by whole lines.
+    Raises:
+        SyntaxError: the code does not parse.
+    """
+    head = code.partition(INPUTS_MARKER)[0]
+    tree = ast.parse(head)
+    lines = head.splitlines()
+    local = {n for s in tree.body for n in (_bound(s) or [])
+             if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+    out: list[Entry] = []
+    for s in tree.body:
+        if not (isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)):
+            continue
+        items = _table_items(s.value)
+        if not items:
+            continue
+        for key, start, val in items:
+            refs = frozenset(n.id for n in ast.walk(val) if isinstance(n, ast.Name)) & local
+            if not refs:
+                continue
+            a, b = start.lineno, val.end_lineno or val.lineno
+            before = lines[a - 1].encode()[:start.col_offset]
+            after = lines[b - 1].encode()[val.end_col_offset:].split(b"#", 1)[0].strip()
+            if before.strip() or after not in (b"", b","):
+                continue
+            out.append(Entry(s.targets[0].id, key, a, b, refs, isinstance(s.value, ast.Set)))
+    return out
+
+
+def _drop_entries(head: str, drop: set[tuple[str, Any]]) -> tuple[str, list[str]]:
+    """``head`` without the lines of the listed table entries; the names of what went."""
+    entries = [e for e in table_entries(head) if (e.table, e.key) in drop]
+    if not entries:
+        return head, []
+    gone = {ln for e in entries for ln in range(e.first, e.last + 1)}
+    lines = head.splitlines(keepends=True)
+    text = "".join(x for i, x in enumerate(lines, 1) if i not in gone)
+    ast.parse(text)
+    return text, [f"{e.table}[{e.key!r}]" for e in entries]
+
+
+def prune_source(code: str, drop_entries: Iterable[tuple[str, Any]] = ()) -> Pruned:
     """Prune one KernelBench-format program (see the module docstring).
 
     Args:
         code: the program, normally ``module body + INPUTS_MARKER + inputs block``; without
             the marker the whole text is one module (``get_inputs`` then being one of its
             definitions).
+        drop_entries: ``(table, key)`` pairs of :func:`table_entries` to delete first (the
+            entries a run never used, :mod:`curate.export.prune_usage`); definitions only
+            they referred to then become unreachable. Pairs that name no deletable entry
+            are ignored.
     Returns:
         :class:`Pruned`; ``code`` is the input itself when it does not parse or when the
         result would not compile or would lack ``Model``.
     """
     head, sep, tail = code.partition(INPUTS_MARKER)
+    dropped: list[str] = []
+    drop = set(drop_entries)
+    if drop:
+        try:
+            head, dropped = _drop_entries(head, drop)
+        except SyntaxError:
+            return Pruned(code)
     try:
         tree = ast.parse(head)
         tail_names = set()
@@ -354,11 +488,13 @@ def prune_source(code: str) -> Pruned:
             tail_names = _refs(tail_tree, _docstring_nodes(tail_tree))
     except SyntaxError:
         return Pruned(code)
-    keep, dynamic = reachable_statements(tree, tail_names)
+    reads_doc = any(isinstance(n, (ast.Name, ast.Attribute)) and isinstance(n.ctx, ast.Load)
+                    and (n.id if isinstance(n, ast.Name) else n.attr) == "__doc__"
+                    for n in ast.walk(tree)) or "__doc__" in _string_idents(tree)
+    keep, dynamic = reachable_statements(tree, tail_names, not reads_doc)
     line_text = head.splitlines(keepends=True)
     if line_text and not line_text[-1].endswith("\n"):
         line_text[-1] += "\n"
-    reads_doc = "__doc__" in _refs(tree, set())
     delete: set[int] = set()
     removed: list[str] = []
     owned = [not _shares_line(s, line_text) for s in tree.body]
@@ -406,7 +542,7 @@ def prune_source(code: str) -> Pruned:
     if not any(isinstance(s, ast.ClassDef) and s.name == "Model" for s in new_tree.body) and \
             any(isinstance(s, ast.ClassDef) and s.name == "Model" for s in tree.body):
         return Pruned(code)
-    return Pruned(new, removed, dynamic, n_doc, n_comments)
+    return Pruned(new, dropped + removed, dynamic, n_doc, n_comments)
 
 
 # ---------------------------------------------------------------- runtime check

@@ -1,12 +1,14 @@
 """Apply :mod:`curate.export.prune` to a problem table, each pruned program proven in a sandbox.
 
 Variants of one base problem share the module body before the inputs marker, so the body is
-pruned once per distinct body: the pruned and original programs of one representative row
-(the base problem's variant 0 when present) run in a sandboxed process with the same seed
-(:func:`curate.export.prune.check_task`); only when outputs and parameters are identical
-does every row with that body get the pruned body (and keeps its own inputs block).
-Otherwise, and when the original itself fails or times out here, the rows keep their code:
-pruning never loses a row.
+pruned once per distinct body, in a sandboxed process (:func:`curate.export.prune_usage.prune_task`)
+at the mined inputs of one representative row (the base problem's variant 0 when present):
+first with the lookup-table entries no run used deleted (:mod:`curate.export.prune_usage`),
+then, if that does not prove out, by the static pass alone. A pruned program is proven by
+running it and the original with the same seed (:func:`curate.export.prune.check_task`);
+only when outputs and parameters are identical does every row with that body get the
+pruned body (and keep its own inputs block). Otherwise, and when the original itself fails
+or times out here, the rows keep their code: pruning never loses a row.
 
 Proven results are cached in ``<cache>`` (JSON lines keyed by the original program and
 :data:`curate.export.prune.PRUNE_VERSION`), so exporting the same run again (another
@@ -22,7 +24,8 @@ from typing import Any
 
 import polars as pl
 
-from curate.export.prune import PRUNE_VERSION, check_task, prune_source
+from curate.export.prune import PRUNE_VERSION, prune_source, table_entries
+from curate.export.prune_usage import prune_task
 from curate.journal import content_key
 from curate.problem import INPUTS_MARKER, mined_inputs, replace_inputs
 from curate.progress import progress
@@ -56,9 +59,10 @@ def prune_codes(df: pl.DataFrame, cache: Path | None = None, workers: int | None
     Returns:
         ``(table, stats)``: ``table`` has the pruned ``code`` and two more columns,
         ``pruned`` (bool) and ``code_chars_unpruned`` (int); ``stats`` counts bodies
-        ``checked``, ``pruned``, ``kept_by_reason`` (``unchanged``, ``outputs differ``,
-        ``pruned program failed``, ``original failed``, ``timeout`` ...) and
-        ``chars_before``/``chars_after`` summed over rows.
+        ``checked``, ``pruned``, ``by_usage`` (pruned with unused table entries deleted),
+        ``kept_by_reason`` (``unchanged``, ``outputs differ``, ``pruned program failed``,
+        ``original failed``, ``timeout`` ...) and ``chars_before``/``chars_after`` summed
+        over rows.
     """
     from curate.sandbox import Sandbox
 
@@ -81,35 +85,50 @@ def prune_codes(df: pl.DataFrame, cache: Path | None = None, workers: int | None
     rep: dict[str, int] = {}
     for i in order:
         rep.setdefault(heads[i], i)
+    # rows of one body built with other constructor arguments than the proof's: usage
+    # pruning records their constructors too (one program per distinct argument list)
+    others: dict[str, dict[str, str]] = {}
+    for i, code in enumerate(codes):
+        init = code.partition(INPUTS_MARKER)[2].partition("def get_init_inputs")[2]
+        others.setdefault(heads[i], {}).setdefault(init, code)
     done = _load_cache(cache) if cache else {}
     new_head: dict[str, str] = {}
     kept = Counter()
-    todo: list[tuple[str, str, str, str, int]] = []  # (head, key, original, pruned, row)
+    todo: list[tuple[str, str, str, list[str], int]] = []  # (head, key, original, variants, row)
     for head, i in rep.items():
         result = prune_source(codes[i])
-        if not result.changed or result.code == codes[i]:
+        try:
+            tables = bool(table_entries(codes[i]))
+        except SyntaxError:
+            tables = False
+        if not tables and (not result.changed or result.code == codes[i]):
             kept["unchanged"] += 1
             continue
-        key = content_key("prune", PRUNE_VERSION, seed, codes[i])
+        proof = at_mined(codes[i], i)
+        mine = proof.partition(INPUTS_MARKER)[2].partition("def get_init_inputs")[2]
+        variants = [c for init, c in others[head].items() if init != mine] if tables else []
+        key = content_key("prune", PRUNE_VERSION, seed, proof, variants)
         if key in done:
-            _apply(done[key], head, result.code, new_head, kept)
+            _apply(done[key], head, new_head, kept)
         else:
-            todo.append((head, key, codes[i], result.code, i))
+            todo.append((head, key, proof, variants, i))
     if todo:
         box = Sandbox(workers=workers, timeout_s=timeout_s, mem_mb=mem_mb, guard=True)
         out = open(cache, "a") if cache else None
         try:
-            calls = [((at_mined(orig, i), at_mined(pruned, i), seed), {}) for _, _, orig, pruned, i in todo]
-            for j, outcome in progress(box.map(check_task, calls), len(calls), "prune check"):
-                head, key, _, pruned, _ = todo[j]
+            calls = [((proof, variants, seed), {}) for _, _, proof, variants, _ in todo]
+            for j, outcome in progress(box.map(prune_task, calls), len(calls), "prune check"):
+                head, key = todo[j][:2]
                 value = (outcome.value if outcome.ok else
-                         {"same": False, "detail": f"original failed: {outcome.status}: "
-                                                   f"{outcome.error.splitlines()[0] if outcome.error else ''}"[:300]})
-                value = dict(value, pruned_head=pruned.partition(INPUTS_MARKER)[0] if value["same"] else None)
+                         {"same": False, "pruned": None, "tables": [],
+                          "detail": f"original failed: {outcome.status}: "
+                                    f"{outcome.error.splitlines()[0] if outcome.error else ''}"[:300]})
+                value = {"same": value["same"], "detail": value["detail"], "tables": value["tables"],
+                         "pruned_head": value["pruned"].partition(INPUTS_MARKER)[0] if value["same"] else None}
                 if out and (outcome.ok or outcome.status == "error"):  # not a timeout of a busy machine
                     out.write(json.dumps({"key": key, "value": value}) + "\n")
                     out.flush()
-                _apply(value, head, pruned, new_head, kept)
+                _apply(value, head, new_head, kept)
         finally:
             if out:
                 out.close()
@@ -124,14 +143,17 @@ def prune_codes(df: pl.DataFrame, cache: Path | None = None, workers: int | None
     table = df.with_columns(pl.Series("code", new_codes, dtype=pl.String),
                             pl.Series("pruned", flags, dtype=pl.Boolean),
                             pl.Series("code_chars_unpruned", [len(c) for c in codes], dtype=pl.Int64))
-    stats = {"bodies": len(rep), "checked": len(todo), "pruned": len(new_head),
+    by_usage = kept.pop("by_usage", 0)
+    stats = {"bodies": len(rep), "checked": len(todo), "pruned": len(new_head), "by_usage": by_usage,
              "rows_pruned": sum(flags), "kept_by_reason": dict(kept),
              "chars_before": sum(len(c) for c in codes), "chars_after": sum(len(c) for c in new_codes)}
     return table, stats
 
 
-def _apply(value: dict[str, Any], head: str, pruned: str, new_head: dict[str, str], kept: Counter) -> None:
+def _apply(value: dict[str, Any], head: str, new_head: dict[str, str], kept: Counter) -> None:
     if value["same"]:
-        new_head[head] = value.get("pruned_head") or pruned.partition(INPUTS_MARKER)[0]
+        new_head[head] = value["pruned_head"]
+        if value.get("tables"):
+            kept["by_usage"] += 1  # not a reason to keep: pruned, table entries included
     else:
         kept[value["detail"].split(":")[0] or "outputs differ"] += 1
