@@ -322,10 +322,17 @@ class Sandbox:
         guard: refuse network use, writes outside the working and temp folders and other
             processes (see the module docstring); for mined code. Off for work that must
             compile (Triton and C++ caches, compiler processes).
+        preload: which server forks the tasks (a key of :data:`PRELOADS`): ``"full"``
+            preloads TorchInductor's front end too; ``"verify"`` only what verification
+            imports, so a reward's first worker starts seconds sooner.
     """
 
     def __init__(self, workers: int | None = None, timeout_s: float = 60.0,
-                 mem_mb: int | None = 4096, quiet: bool = True, guard: bool = False):
+                 mem_mb: int | None = 4096, quiet: bool = True, guard: bool = False,
+                 preload: str = "full"):
+        if preload not in PRELOADS:
+            raise ValueError(f"unknown preload {preload!r}: use one of {', '.join(PRELOADS)}")
+        self.preload = preload
         self.workers = max(1, workers or os.cpu_count() or 1)
         self.timeout_s = timeout_s
         self.mem_mb = mem_mb
@@ -350,7 +357,8 @@ class Sandbox:
                     except StopIteration:
                         exhausted = True
                         break
-                    running[idx] = _Task(fn, args, kwargs, self.mem_mb, self.quiet, self.guard)
+                    running[idx] = _Task(fn, args, kwargs, self.mem_mb, self.quiet, self.guard,
+                                         preload=self.preload)
                 if not running:
                     return
                 now = time.monotonic()
@@ -373,8 +381,8 @@ class Sandbox:
         ``conn.send((status, value, error))`` until it receives None). The worker has this
         sandbox's memory limit, quiet and guard settings; :meth:`Worker.call` has its
         ``timeout_s``."""
-        return Worker(_Task(fn, args, kwargs, self.mem_mb, self.quiet, self.guard, serve=True),
-                      self.timeout_s)
+        return Worker(_Task(fn, args, kwargs, self.mem_mb, self.quiet, self.guard, serve=True,
+                            preload=self.preload), self.timeout_s)
 
 
 class Worker:
@@ -437,7 +445,7 @@ class _Task:
     """One task process forked by the sandbox server: its control and data sockets."""
 
     def __init__(self, fn: Callable, args: tuple, kwargs: dict, mem_mb: int | None, quiet: bool,
-                 guard: bool, serve: bool = False):
+                 guard: bool, serve: bool = False, preload: str = "full"):
         import pickle
 
         self.workdir = tempfile.mkdtemp(prefix="curate-task-")  # made here: removed even after a kill
@@ -456,9 +464,9 @@ class _Task:
             self.exitcode = None
             return
         try:
-            self.ctl, self.data = _server().open_task(payload)
+            self.ctl, self.data = _server(preload).open_task(payload)
         except OSError:  # the server died since it was last used: start another
-            self.ctl, self.data = _server(restart=True).open_task(payload)
+            self.ctl, self.data = _server(preload, restart=True).open_task(payload)
         self.start = time.monotonic()  # the server's own start is not the task's time
 
     def handles(self) -> list:
@@ -536,10 +544,14 @@ def _loads(data: bytes) -> tuple:
 
 
 _EXIT_TAG = "\0exit"
-# torch._dynamo: any TorchDispatchMode (FlopCounterMode in diversify) or torch.compile imports
-# it on first use, about 1 s per task otherwise
-# (the verifier's operator recorder is such a mode); curate.verify.worker: the reward's workers
-_PRELOAD = ["torch", "torch.nn.functional", "torch._dynamo", "curate.problem", "curate.verify.worker"]
+#: What each server imports before it forks tasks (triton too, when installed). torch._dynamo:
+#: a TorchDispatchMode (FlopCounterMode in diversify) or torch.compile imports it on first use,
+#: about 1 s per task otherwise; the verifier's modes and profiler are kept from importing it,
+#: so the reward's server skips those seconds.
+PRELOADS = {
+    "full": ["torch", "torch.nn.functional", "torch._dynamo", "curate.problem"],
+    "verify": ["torch", "torch.nn.functional", "curate.problem", "curate.verify.worker"],
+}
 #: Seconds the server may take to start (it imports torch and triton).
 SERVER_START_TIMEOUT_S = 300.0
 
@@ -547,12 +559,12 @@ SERVER_START_TIMEOUT_S = 300.0
 class _ServerHandle:
     """The calling process's sandbox server (``python -m curate.sandbox_server``)."""
 
-    def __init__(self):
+    def __init__(self, preload_key: str = "full"):
         import socket
         import subprocess
 
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        preload = list(_PRELOAD)
+        preload = list(PRELOADS[preload_key])
         if importlib.util.find_spec("triton") is not None:
             preload.append("triton")
         root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -614,7 +626,7 @@ class _ServerHandle:
 
 
 _LOCK = __import__("threading").Lock()
-_SERVER: _ServerHandle | None = None
+_SERVERS: dict[str, _ServerHandle] = {}  # preload key -> this process's server
 
 
 def _after_fork_in_child() -> None:
@@ -625,19 +637,28 @@ def _after_fork_in_child() -> None:
 os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def _server(restart: bool = False) -> _ServerHandle:
-    """The running server, started on first use (and again after it died, or in a forked
-    child of the process that started it)."""
-    global _SERVER
+def _server(preload: str = "full", restart: bool = False) -> _ServerHandle:
+    """The running server for ``preload``, started on first use (and again after it died, or
+    in a forked child of the process that started it)."""
     with _LOCK:
-        if _SERVER is None or restart or not _SERVER.usable():
-            _SERVER = _ServerHandle()
-        return _SERVER
+        server = _SERVERS.get(preload)
+        if server is None or restart or not server.usable():
+            server = _SERVERS[preload] = _ServerHandle(preload)
+        return server
 
 
-def server_pid() -> int | None:
-    """The process id of this process's sandbox server (None before the first task)."""
-    return _SERVER.proc.pid if _SERVER is not None and _SERVER.usable() else None
+def server_pid(preload: str | None = None) -> int | None:
+    """The process id of this process's sandbox server for ``preload`` (None: the first one
+    started); None before the first task."""
+    servers = [_SERVERS.get(preload)] if preload else list(_SERVERS.values())
+    live = [s for s in servers if s is not None and s.usable()]
+    return live[0].proc.pid if live else None
+
+
+def server_start_s(preload: str) -> float | None:
+    """Seconds the server for ``preload`` took to start (its imports); None if none runs."""
+    server = _SERVERS.get(preload)
+    return server.start_s if server is not None else None
 
 
 def kill_tree(p) -> None:

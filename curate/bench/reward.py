@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> dict:
     first_s, first = one(0)
     from curate import sandbox
 
-    server_start_s = round(sandbox._SERVER.start_s, 3) if sandbox._SERVER is not None else None
+    server_start_s = sandbox.server_start_s("verify")
     startup = details[-1].get("worker_startup") if details else None
     print(f"first call: {first_s:.2f} s ({first['reason']}); sandbox server start {server_start_s} s; "
           f"worker start {startup}; verification {details[-1].get('phase_s') if details else None}",

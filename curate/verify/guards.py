@@ -149,16 +149,19 @@ def side_stream_kernels(fn) -> dict[str, Any]:
         recorded), ``harness_stream`` is None and nothing is reported.
     """
     from torch.autograd import DeviceType
-    from torch.profiler import ProfilerActivity, profile
+    from torch.autograd.profiler import profile
 
     marker = torch.zeros(1, device="cuda")
     torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+    # the autograd profiler that torch.profiler.profile wraps, used directly: the wrapper
+    # looks up torch._inductor's settings on start, which imports TorchInductor and dynamo
+    # (seconds of a reward worker's first call) in a process that compiles nothing
+    with profile(use_device="cuda", use_cpu=False, use_kineto=True) as prof:
         marker.add_(1)
         out = fn()
         torch.cuda.synchronize()
         marker.add_(1)
-    events = [e for e in prof.profiler.kineto_results.events() if e.device_type() == DeviceType.CUDA]
+    events = [e for e in prof.kineto_results.events() if e.device_type() == DeviceType.CUDA]
     events.sort(key=lambda e: e.start_ns())
     if not events:
         return {"out": out, "streams": [], "harness_stream": None, "kernels_on_side_streams": []}
@@ -194,6 +197,13 @@ class OpRecorder(TorchDispatchMode):
         super().__init__()
         self.counter = counter
         self.ops: set[str] = set()
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch wraps a mode's __torch_dispatch__ in dynamo.disable unless told not to, and
+        # that imports torch._dynamo on the first operator: seconds of a reward worker's first
+        # call. Nothing compiles under this recorder (it watches uncompiled forwards only).
+        return False
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if self.counter is None or not self.counter.in_kernel:

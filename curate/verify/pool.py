@@ -149,7 +149,7 @@ class VerifierPool:
                     break
                 self._cond.wait()
         try:
-            sandbox = Sandbox(workers=1, timeout_s=600, mem_mb=self.mem_mb)
+            sandbox = Sandbox(workers=1, timeout_s=600, mem_mb=self.mem_mb, preload="verify")
             from curate.verify.worker import serve
 
             threads = max(1, (os.cpu_count() or 1) // self.workers)
