@@ -442,14 +442,11 @@ def throughput(df: pl.DataFrame, args) -> dict[str, Any]:
                          "docs_per_cpu_s": round(n / c)}
     if steps:
         out["stage steps (s, last run)"] = steps[-1]
-    # context: the old ast normalization and datasketch, on a sample
+    # context: datasketch, on a sample
     from curate.dedup.features import featurize_table
     from curate.dedup.minhash import candidate_arrays
-    from curate.dedup.normalize import normalize
 
     sample = codes.sample(min(args.context_sample, n), seed=1)
-    _, w, c = timed(lambda: [normalize(x) for x in sample.to_list()])
-    out["context: ast normalization, 1 core"] = {"docs": len(sample), "docs_per_s": round(len(sample) / w)}
     for backend in ("rensa", "datasketch"):
         feats, w, c = timed(featurize_table, sample, args.num_perm, 1, backend=backend)
         _, w2, _ = timed(candidate_arrays, feats.sigs, args.threshold, backend)
