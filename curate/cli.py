@@ -171,7 +171,7 @@ def dedup(
     contamination_threshold: float = typer.Option(
         0.6, help="MinHash Jaccard to a KernelBench problem above which a problem is contaminated."),
     backend: str = typer.Option(
-        "rensa", help="MinHash and LSH: 'rensa' (fast) or 'datasketch' (signatures that "
+        "rminhash", help="MinHash and LSH: 'rminhash' (compiled R-MinHash, fast) or 'datasketch' (signatures that "
         "interchange with datasketch's MinHash)."),
     workers: Optional[int] = typer.Option(None, help="Processes (default: all cores)."),
     parse_check: bool = typer.Option(

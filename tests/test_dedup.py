@@ -578,7 +578,7 @@ def test_cli_dedup(tmp_path: Path):
     stats = read_stats(tmp_path / "dedup")
     assert stats["threshold"] == 0.85 and stats["in"] == len(dedup_rows())
     assert json.loads(result.stdout.splitlines()[0])["kept"] == stats["kept"]
-    assert stats["backend"] == "rensa"
+    assert stats["backend"] == "rminhash"
     result = CliRunner().invoke(app, ["dedup", "--out", str(tmp_path), "--kernelbench", "none",
                                       "--threshold", "0.85", "--backend", "datasketch",
                                       "--workers", "1", "--parse-check"])

@@ -386,7 +386,7 @@ def timed(fn, *args, **kwargs) -> tuple[Any, float, float]:
 
 
 def dedup_proper(codes: pl.Series, threshold: float, num_perm: int, workers: int | None,
-                 backend: str = "rensa") -> dict[str, Any]:
+                 backend: str = "rminhash") -> dict[str, Any]:
     """Normalize, shingle, sign (pool), distinct documents, LSH, op and core checks, components."""
     from curate.dedup.features import featurize_table
     from curate.dedup.minhash import candidate_arrays, components
@@ -447,7 +447,7 @@ def throughput(df: pl.DataFrame, args) -> dict[str, Any]:
     from curate.dedup.minhash import candidate_arrays
 
     sample = codes.sample(min(args.context_sample, n), seed=1)
-    for backend in ("rensa", "datasketch"):
+    for backend in ("rminhash", "datasketch"):
         feats, w, c = timed(featurize_table, sample, args.num_perm, 1, backend=backend)
         _, w2, _ = timed(candidate_arrays, feats.sigs, args.threshold, backend)
         out[f"context: features + LSH, {backend}, 1 core"] = {
@@ -521,9 +521,9 @@ def precision_recall(df: pl.DataFrame, args) -> dict[str, Any]:
 
     ones = np.ones(len(a), dtype=bool)
     ea, eb = res["estimated"]
-    out["rensa + banding, estimates only (full corpus run), pairs"] = score(
+    out["R-MinHash + banding, estimates only (full corpus run), pairs"] = score(
         in_sample(ea, eb, np.ones(len(ea), dtype=bool)))
-    out["rensa + banding + exact check near the threshold (as dedup runs), pairs"] = score(
+    out["R-MinHash + banding + exact check near the threshold (as dedup runs), pairs"] = score(
         in_sample(a, b, ones))
     out["... after the op-name and core checks"] = score(in_sample(a, b, agree))
     label = comp[sample]
