@@ -674,19 +674,3 @@ def test_ops_agreement_is_difflib_quick_ratio():
         None, lists[x].tolist(), lists[y].tolist()).quick_ratio() >= OPS_AGREEMENT
         for x, y in zip(a.tolist(), b.tolist())]
     assert ops_agree_counts(table, a, b).tolist() == want
-
-
-def test_compiled_blake2b_is_hashlibs():
-    import hashlib
-
-    from curate.dedup.blake2b import digest_words
-
-    rng = np.random.default_rng(6)
-    scratch = (np.empty(8, np.uint64), np.empty(16, np.uint64), np.empty(16, np.uint64))
-    for n in (0, 1, 2, 15, 16, 17, 31, 32, 33, 100):
-        words = rng.integers(0, 2**63, size=n, dtype=np.uint64) * np.uint64(3)
-        for size in (16, 32, 64):
-            out = np.empty(size // 8, np.uint64)
-            digest_words(words, out, *scratch)
-            want = hashlib.blake2b(words.astype("<u8").tobytes(), digest_size=size).digest()
-            assert out.astype("<u8").tobytes() == want, (n, size)

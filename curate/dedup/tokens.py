@@ -53,6 +53,7 @@ depend on the batch it comes in.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from hashlib import blake2b
 from typing import Sequence
 
 import numpy as np
@@ -251,10 +252,14 @@ def normalize_batch(codes: Sequence | pl.Series) -> TokenBatch:
         A :class:`TokenBatch` of ``len(codes)`` documents.
     """
     buf, offsets, not_str = encode(codes)
-    err, brackets, n_tokens, digests, shingles, sh_off, ops, op_off = docpass.run(
+    err, brackets, n_tokens, sums, sum_off, shingles, sh_off, ops, op_off = docpass.run(
         buf, offsets, MARKER, _SPECIAL, *_VOCAB)
-    hexed = digests.astype("<u8").tobytes().hex()
-    norm_hash: list[str | None] = [hexed[32 * i:32 * i + 32] for i in range(len(digests))]
+    # BLAKE2b-128 of each document's sorted chunk sums as little-endian bytes (about 1 us a
+    # document; a compiled BLAKE2b inside the pass saved 1 ms per 5,900: benchmarks/cpu-dedup.md)
+    data = sums.astype("<u8", copy=False).tobytes()
+    cut = (sum_off * 8).tolist()
+    norm_hash: list[str | None] = [blake2b(data[cut[i]:cut[i + 1]], digest_size=16).hexdigest()
+                                   for i in range(len(cut) - 1)]
     errors = [""] * len(norm_hash)
     if not_str or err.any():
         for i in set(np.flatnonzero(err).tolist()) | set(not_str):
