@@ -538,7 +538,8 @@ def _loads(data: bytes) -> tuple:
 _EXIT_TAG = "\0exit"
 # torch._dynamo: any TorchDispatchMode (FlopCounterMode in diversify) or torch.compile imports
 # it on first use, about 1 s per task otherwise
-_PRELOAD = ["torch", "torch.nn.functional", "torch._dynamo", "curate.problem"]
+# (the verifier's operator recorder is such a mode); curate.verify.worker: the reward's workers
+_PRELOAD = ["torch", "torch.nn.functional", "torch._dynamo", "curate.problem", "curate.verify.worker"]
 #: Seconds the server may take to start (it imports torch and triton).
 SERVER_START_TIMEOUT_S = 300.0
 
@@ -567,11 +568,13 @@ class _ServerHandle:
         self.sock = mine
         self.pid = os.getpid()
         mine.settimeout(SERVER_START_TIMEOUT_S)
+        started = time.monotonic()
         try:
             ready = mine.recv(16)
         except OSError:
             ready = b""
         mine.settimeout(None)
+        self.start_s = time.monotonic() - started  # its imports: torch, torch._dynamo, triton
         if ready != b"ready":
             self.close()
             raise RuntimeError(f"the sandbox server did not start (exit code {self.proc.poll()})")

@@ -7,9 +7,11 @@ from pathlib import Path
 
 import pytest
 
+from curate.data import KERNELBENCH_PROBLEMS
+
 REPO = Path(__file__).resolve().parents[1]
-# CURATE_KERNELBENCH points at another copy (e.g. one carried to a GPU machine)
-KERNELBENCH_JSONL = Path(os.environ.get("CURATE_KERNELBENCH") or REPO.parent / "shared" / "data" / "kernelbench" / "problems.jsonl")
+# KernelBench levels 1-3 ship with the package; CURATE_KERNELBENCH may point at another copy
+KERNELBENCH_JSONL = Path(os.environ.get("CURATE_KERNELBENCH") or KERNELBENCH_PROBLEMS)
 
 
 @pytest.fixture(scope="session")

@@ -29,7 +29,7 @@ from curate.dedup.tokens import normalize_batch, normalized_tokens
 from curate.problem import assemble, dumps
 from curate.table import read_problems, read_rejected, read_stats, source_struct, write_stage
 
-KERNELBENCH = Path(__file__).resolve().parents[2] / "shared/data/kernelbench/problems.jsonl"
+from curate.data import KERNELBENCH_PROBLEMS as KERNELBENCH
 needs_kernelbench = pytest.mark.skipif(not KERNELBENCH.is_file(),
                                        reason=f"KernelBench copy not found at {KERNELBENCH}")
 
@@ -537,8 +537,9 @@ def test_auto_without_a_reference_says_what_to_pass(tmp_path: Path, monkeypatch)
     # no network in CI: the Hub client's own offline switch makes the failure immediate
     monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr("curate.dedup.reference.KERNELBENCH_PROBLEMS", tmp_path / "gone.jsonl")
     with pytest.raises(ReferenceUnavailable, match="--kernelbench none"):
-        resolve("auto", cwd=tmp_path, repo_root=tmp_path)
+        resolve("auto")
     with pytest.raises(ReferenceUnavailable, match="could not load"):
         resolve("ScalingIntelligence/KernelBench")
     with pytest.raises(ReferenceUnavailable, match="no such file"):
@@ -547,14 +548,16 @@ def test_auto_without_a_reference_says_what_to_pass(tmp_path: Path, monkeypatch)
 
 
 @needs_kernelbench
-def test_auto_finds_the_env_variable_and_the_shared_copy(tmp_path: Path, monkeypatch):
+def test_auto_finds_the_env_variable_and_the_packaged_copy(tmp_path: Path, monkeypatch):
     copy = tmp_path / "kb.jsonl"
     copy.write_text("\n".join(KERNELBENCH.read_text().splitlines()[:3]) + "\n")
     monkeypatch.setenv(ENV_VAR, str(copy))
     assert len(resolve("auto").labels) == 3
     monkeypatch.delenv(ENV_VAR)
-    ref = resolve("auto", cwd=tmp_path)  # falls back to ../shared from the repository root
+    monkeypatch.chdir(tmp_path)  # the packaged copy is found from any working directory
+    ref = resolve("auto")
     assert Path(ref.origin).resolve() == KERNELBENCH.resolve() and ref.labels[0] == "level1/1_Square_matrix_multiplication_"
+    assert len(ref.labels) == 250
 
 
 def test_bad_options_fail_before_any_work(tmp_path: Path):

@@ -26,7 +26,7 @@ from curate.dedup.minhash import (EMPTY, band_pairs, band_shape, candidate_array
 from curate.dedup.tokens import OP_NAMES, normalize_batch
 from curate.table import read_problems, read_rejected, read_stats, write_stage
 
-KERNELBENCH = Path(__file__).resolve().parents[2] / "shared/data/kernelbench/problems.jsonl"
+from curate.data import KERNELBENCH_PROBLEMS as KERNELBENCH
 needs_kernelbench = pytest.mark.skipif(not KERNELBENCH.is_file(),
                                        reason=f"KernelBench copy not found at {KERNELBENCH}")
 TORCH_NN = Path(torch.__file__).parent / "nn" / "modules"

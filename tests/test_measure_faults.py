@@ -1,5 +1,5 @@
 """measure: problems whose forward segfaults, hangs, allocates past the limit or (on a GPU)
-raises a CUDA illegal-address error end as rejected rows with that reason, and the other
+raises a CUDA error (a device-side assert) end as rejected rows with that reason, and the other
 problems' results do not change. Runs through the stage on the CPU here and, on a GPU
 machine, on CUDA with TorchInductor and the compile-ahead workers (a hostile problem there
 meets a compile-ahead worker first)."""
@@ -35,14 +35,6 @@ GOOD = {
              [16, 32, 3], [_t(8, 16, 32, 32)]),
     "softplus": (_forward("return torch.nn.functional.softplus(x) * 2.0"), [], [_t(32, 1024)]),
 }
-ILLEGAL_ADDRESS_HEAD = """import triton
-import triton.language as tl
-
-
-@triton.jit
-def _poke(p):
-    tl.store(p + (1 << 40), 1.0)  # a terabyte past the tensor: an illegal address
-"""
 HOSTILE = {
     "segfault": (_forward("import ctypes\n        ctypes.string_at(0)\n        return x"), "crash"),
     "hang": (_forward("while True:\n            pass"), "timeout"),
@@ -52,8 +44,12 @@ HOSTILE = {
         "        return x + torch.empty(n, device=x.device).sum()"), "memory"),
 }
 if GPU:
-    HOSTILE["illegal_address"] = (_forward("_poke[(1,)](x)\n        return x + 1",
-                                           ILLEGAL_ADDRESS_HEAD), "cuda_error")
+    # an index a terabyte past the tensor: the indexing kernel's device-side assert leaves the
+    # CUDA context unusable. (A Triton kernel would do it too, but a reference that defines
+    # one fails a plain exec() loader before it runs: rejected exec_fails, as it should be.)
+    HOSTILE["device_assert"] = (_forward(
+        "return x.view(-1)[torch.full((1,), 1 << 40, dtype=torch.long, device=x.device)]"),
+        "cuda_error")
 
 
 def _table(tmp_path, problems: dict):

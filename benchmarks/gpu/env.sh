@@ -1,12 +1,12 @@
 # Source on the GPU machine from the repository root: installs the carried wheels (polars for
 # the stage tables; the GPU image lacks it) into /tmp/site and points Python at them and at
-# the carried KernelBench copy. The GPU worker itself needs only torch and triton.
+# KernelBench copy that ships in the package. The GPU worker itself needs only torch and triton.
 if ls .whl/*.whl >/dev/null 2>&1; then
   python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
     --target /tmp/site .whl/*.whl && export PYTHONPATH=/tmp/site:$PWD
 else
   export PYTHONPATH=$PWD
 fi
-export CURATE_KERNELBENCH=$PWD/.carry/kernelbench/problems.jsonl
-export KB_BASELINE=$PWD/.carry/kernelbench/baseline_times_h100.json
+export CURATE_KERNELBENCH=$PWD/curate/data/kernelbench/problems.jsonl
+export KB_BASELINE=$PWD/curate/data/kernelbench/baseline_times_h100.json
 export PYTHONUNBUFFERED=1

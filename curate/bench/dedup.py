@@ -66,11 +66,12 @@ from typing import Any
 import numpy as np
 import polars as pl
 
+from curate.data import KERNELBENCH_PROBLEMS
 from curate.problem import INPUTS_MARKER, assemble
 
 PACKAGES = ("transformers==5.23.0", "timm==1.0.31")
 SPEC = [{"kind": "tensor", "shape": [8, 64], "dtype": "float32"}]
-KERNELBENCH = Path(__file__).resolve().parents[2].parent / "shared/data/kernelbench/problems.jsonl"
+KERNELBENCH = KERNELBENCH_PROBLEMS
 
 
 # -- the corpus ---------------------------------------------------------------------------

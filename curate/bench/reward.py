@@ -114,6 +114,18 @@ def main(argv: list[str] | None = None) -> dict:
     from curate.reward import compute_score
     from curate.verify import resolve_device
 
+    from curate.verify import pool as pool_module
+
+    details: list[dict] = []  # every verification's details, in the order they finish
+    plain_verify = pool_module.VerifierPool.verify
+
+    def recorded(self, *a, **k):
+        result = plain_verify(self, *a, **k)
+        details.append(result.details)
+        return result
+
+    pool_module.VerifierPool.verify = recorded  # the bench looks inside; scoring is unchanged
+
     device = resolve_device(args.device)
     kind = "cuda" if device.startswith("cuda") else "cpu"
     folder = Path(args.candidates) if args.candidates else Path(__file__).resolve().parents[2] / "tests" / "candidates"
@@ -133,7 +145,13 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"device: {gpu}; torch {torch.__version__}; python {sys.version.split()[0]}", flush=True)
 
     first_s, first = one(0)
-    print(f"first call: {first_s:.2f} s ({first['reason']})", flush=True)
+    from curate import sandbox
+
+    server_start_s = round(sandbox._SERVER.start_s, 3) if sandbox._SERVER is not None else None
+    startup = details[-1].get("worker_startup") if details else None
+    print(f"first call: {first_s:.2f} s ({first['reason']}); sandbox server start {server_start_s} s; "
+          f"worker start {startup}; verification {details[-1].get('phase_s') if details else None}",
+          flush=True)
     syntax = []
     for _ in range(5):
         t = time.monotonic()
@@ -145,8 +163,13 @@ def main(argv: list[str] | None = None) -> dict:
     with ThreadPoolExecutor(args.concurrency) as ex:
         warm = list(ex.map(one, range(1, 1 + args.concurrency * len(problems))))
         t0 = time.monotonic()
+        mark = len(details)
         results = list(ex.map(one, range(args.n)))
         wall = time.monotonic() - t0
+    steady = details[mark:]
+    phases = sorted({k for d in steady for k in (d.get("phase_s") or {})})
+    phase_median = {k: round(statistics.median([d["phase_s"][k] for d in steady if k in (d.get("phase_s") or {})]), 4)
+                    for k in phases}
     correct = sum(r["correct"] for _, r in results)
     latencies = [s for s, _ in results]
     per_hour = args.n / wall * 3600
@@ -162,11 +185,19 @@ def main(argv: list[str] | None = None) -> dict:
                                                     if r["problem"] == p[0]] or [0.0]), 3) for p in problems},
         "failures": sorted({r["reason"][:120] for _, r in results if not r["correct"]})[:5],
         "fresh_kernels": not args.same_source,
+        "first_call_phase_s": (details[0].get("phase_s") if details else None),
+        "first_call_server_start_s": server_start_s,
+        "first_call_worker_startup_s": startup,
+        "steady_phase_median_s": phase_median,
+        "steady_fresh_workers": sum(d.get("worker_call") == 1 for d in steady),
+        "steady_retired_workers": sum(bool(d.get("worker_retired")) for d in steady),
         "targets": {"candidates_per_hour": 10000, "first_call_s": 10, "syntax_error_s": 0.5},
     }
     print(f"steady state: {args.n} candidates in {wall:.1f} s from {args.concurrency} threads = "
           f"{per_hour:,.0f} an hour; median latency {report['latency_median_s']} s; "
           f"{correct}/{args.n} correct", flush=True)
+    print(f"inside the worker, median seconds: {phase_median}; calls that started a worker: "
+          f"{report['steady_fresh_workers']}, retired one: {report['steady_retired_workers']}", flush=True)
     Path(args.out).write_text(json.dumps(report, indent=2))
     print(f"wrote {args.out}")
     return report

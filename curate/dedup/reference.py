@@ -1,7 +1,7 @@
 """The decontamination reference: which KernelBench problems to compare against.
 
-The reference is read where it lies and never copied into the repository (KernelBench
-is MIT-licensed, but shipping its sources inside our package is not ours to do).
+By default (``auto``) the copy of KernelBench levels 1-3 that ships in ``curate/data/kernelbench``
+(MIT, with its provenance) is used; a JSONL file or a Hugging Face dataset id may be given instead.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from curate.data import KERNELBENCH_PROBLEMS
+
 HF_ID = "ScalingIntelligence/KernelBench"
 ENV_VAR = "CURATE_KERNELBENCH"
-LOCAL_COPY = Path("..") / "shared" / "data" / "kernelbench" / "problems.jsonl"
-REPO_ROOT = Path(__file__).resolve().parents[2]
 HINT = (f"Pass a local KernelBench problems JSONL (--kernelbench PATH, or set {ENV_VAR}), "
         f"or --kernelbench none to skip decontamination.")
 _HF_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
@@ -57,7 +57,7 @@ def _rows(rows: list[dict], origin: str) -> Reference:
 
 def load_jsonl(path: Path | str) -> Reference:
     """Read a JSONL of ``{"code", "level", "name", ...}`` rows (the layout of
-    ``shared/data/kernelbench/problems.jsonl``).
+    ``curate/data/kernelbench/problems.jsonl``).
 
     Raises:
         ReferenceUnavailable: unreadable file, a line that is not JSON, or no usable row.
@@ -96,29 +96,24 @@ def load_hf(dataset_id: str) -> Reference:
     return _rows(rows, dataset_id)
 
 
-def auto_candidates(cwd: Path | None = None, repo_root: Path | None = None) -> list[Path]:
-    """Local places ``auto`` looks, in order: ``$CURATE_KERNELBENCH``, then
-    ``../shared/data/kernelbench/problems.jsonl`` from the working directory and from the
-    repository root."""
+def auto_candidates() -> list[Path]:
+    """Local places ``auto`` looks, in order: ``$CURATE_KERNELBENCH``, then the copy shipped in
+    the package (``curate/data/kernelbench/problems.jsonl``)."""
     out = []
     if os.environ.get(ENV_VAR):
         out.append(Path(os.environ[ENV_VAR]))
-    for base in (cwd or Path.cwd(), repo_root or REPO_ROOT):
-        p = (base / LOCAL_COPY).resolve()
-        if p not in out:
-            out.append(p)
+    out.append(KERNELBENCH_PROBLEMS)
     return out
 
 
-def resolve(spec: str, cwd: Path | None = None, repo_root: Path | None = None,
-            hf_id: str = HF_ID) -> Reference | None:
+def resolve(spec: str, hf_id: str = HF_ID) -> Reference | None:
     """Turn the ``kernelbench`` option into reference problems.
 
     Args:
         spec: ``"none"`` (returns ``None``: decontamination skipped), ``"auto"``, a path to
             a JSONL file (or a folder holding ``problems.jsonl``), or a Hugging Face dataset id.
-        cwd, repo_root, hf_id: where ``auto`` looks (defaults: the working directory, this
-            checkout, ``ScalingIntelligence/KernelBench``).
+        hf_id: the Hugging Face dataset ``auto`` falls back to when no local file is found
+            (default ``ScalingIntelligence/KernelBench``).
     Raises:
         ReferenceUnavailable: nothing usable found; the message names what was tried.
     """
@@ -127,7 +122,7 @@ def resolve(spec: str, cwd: Path | None = None, repo_root: Path | None = None,
         return None
     if spec.lower() == "auto":
         tried = []
-        for p in auto_candidates(cwd, repo_root):
+        for p in auto_candidates():
             tried.append(str(p))
             if p.is_file():
                 return load_jsonl(p)

@@ -64,6 +64,7 @@ class VerifierPool:
             The :class:`VerifyResult`; ``details["worker_retired"]`` names what a candidate
             left changed, when it did. Never raises for a failing candidate or worker.
         """
+        requested_at = time.time()
         worker, held = self._acquire(problem_key)
         start = time.monotonic()
         try:
@@ -77,6 +78,10 @@ class VerifierPool:
         elif outcome.status == "error" and "MemoryError" in outcome.error:
             outcome = Outcome(MEMORY, None, outcome.error, outcome.seconds)
         result = _from_outcome(outcome, cfg)
+        result.details["worker_call"] = worker.calls  # 1: this call started the worker
+        boot = result.details.get("worker_startup")
+        if boot:  # seconds from asking for a worker to its loop's start (server, fork, imports)
+            boot["to_serve_s"] = round(boot.pop("entered_at") - requested_at, 4)
         if retire:
             result.details["worker_retired"] = retire
         keep = outcome.status == OK and not retire and worker.alive and worker.calls < self.max_calls
@@ -101,7 +106,8 @@ class VerifierPool:
             sandbox = Sandbox(workers=1, timeout_s=600, mem_mb=self.mem_mb)
             from curate.verify.worker import serve
 
-            return sandbox.start_worker(serve, self.device), set()
+            threads = max(1, (os.cpu_count() or 1) // self.workers)
+            return sandbox.start_worker(serve, self.device, threads), set()
         except BaseException:
             with self._cond:
                 self._count -= 1

@@ -25,6 +25,7 @@ from __future__ import annotations
 import os
 import random
 import sys
+import time
 import traceback
 from typing import Any
 
@@ -54,8 +55,25 @@ def _seed_all(seed: int) -> None:
 
 
 def _make_inputs(ns: dict, spec: list | None, device: str, seed: int) -> list:
+    """The inputs for one set: from the spec, else from the problem's ``get_inputs()``.
+
+    ``get_inputs()`` runs with ``device`` as torch's default device, so its factory calls
+    (``torch.randn``...) draw on the GPU: drawing a large input on the CPU and copying it
+    took most of a verification's time (seconds for a few hundred MB, with every worker's
+    CPU threads competing). The reference and the candidate get their inputs the same way,
+    from the same seed. A ``get_inputs()`` that fails on the device (it calls ``.numpy()``,
+    say) is run on the CPU and its tensors moved, as KernelBench's harness does.
+    """
     if spec is not None:
         return build_inputs(spec, device, seed)
+    if device.startswith("cuda"):
+        _seed_all(seed)
+        try:
+            with torch.device(device):
+                xs = ns["get_inputs"]()
+            return [x.to(device) if isinstance(x, torch.Tensor) else x for x in xs]
+        except Exception:
+            pass
     _seed_all(seed)
     return [x.to(device) if isinstance(x, torch.Tensor) else x for x in ns["get_inputs"]()]
 
@@ -157,10 +175,13 @@ def verify_task(reference_code: str, candidate_code: str, cfg: dict[str, Any],
         "details": {"device": device, "triton_interpret": device == "cpu", "seed": cfg["seed"]},
     }
     det = res["details"]
+    det["phase_s"] = phases = {}
     tol = Tolerance(*cfg["tolerance"]) if cfg.get("tolerance") else None
     with torch.no_grad():
         try:
+            t0 = time.perf_counter()
             ref = _reference_phase(reference_code, cfg, device, det, cache)
+            phases["reference"] = round(time.perf_counter() - t0, 4)
         except BaseException as exc:  # mined code may even raise SystemExit
             res.update(reference_error=True, reason=f"reference failed: {_short(exc)}")
             det["traceback"] = traceback.format_exc(limit=-4)[-2000:]
@@ -303,6 +324,8 @@ def _candidate_checks(code: str, ref: dict, cfg: dict, device: str, tol: Toleran
         if extra > 0 and not allow_compile:
             raise _Fail(f"candidate left {extra} Python thread(s) running ({where})")
 
+    phases = det.setdefault("phase_s", {})
+    t0 = time.perf_counter()
     try:
         module = load_candidate(code)
     except CandidateLoadError as exc:
@@ -357,6 +380,7 @@ def _candidate_checks(code: str, ref: dict, cfg: dict, device: str, tol: Toleran
             raise _Fail(f"forward raised on {where}: {_short(exc)}") from None
         if n == 0:
             res["compiled"] = True
+            phases["candidate_first_forward"] = round(time.perf_counter() - t0, 4)  # JIT compiles
         if counter.side_stream > side0:
             raise _Fail(f"kernel launched on a side stream on {where}")
         launched = counter.count - c0
@@ -388,9 +412,12 @@ def _candidate_checks(code: str, ref: dict, cfg: dict, device: str, tol: Toleran
     det["errors"] = errs
     res["correct"] = True
     res["reason"] = "correct"
+    phases["candidate_checks"] = round(time.perf_counter() - t0, 4)
     if cfg["time_it"]:
+        t1 = time.perf_counter()
         _time_candidate(ref, cfg, device, model_for(ref["init"]), res)
         check_guards("timing")
+        phases["candidate_timing"] = round(time.perf_counter() - t1, 4)
 
 
 def _time_candidate(ref: dict, cfg: dict, device: str, model: torch.nn.Module, res: dict) -> None:
@@ -438,7 +465,7 @@ def _dynamo_graphs() -> int:
     return int(dynamo.counters["stats"]["unique_graphs"])
 
 
-def serve(conn, device: str) -> None:
+def serve(conn, device: str, threads: int | None = None) -> None:
     """A persistent verification worker's loop (run by :meth:`curate.sandbox.Sandbox.start_worker`).
 
     Each request is ``(reference_code, candidate_code, cfg)`` (as for :func:`verify_task`);
@@ -448,12 +475,17 @@ def serve(conn, device: str) -> None:
     setting, a thread, a pushed mode. The pool then stops this worker, so no candidate can
     influence a later call's reference. The CUDA context, Triton's and Inductor's in-memory
     caches and each problem's loaded reference and baseline timings stay across calls.
+    ``threads``: torch's intra-op CPU threads in this worker (None: torch's default).
     """
+    entered_at = time.time()
     cache: dict = {}
+    if threads:  # several workers share the host's cores: each would otherwise take them all
+        torch.set_num_threads(threads)
     if device.startswith("cuda"):
         torch.cuda.init()
     elif device == "cpu":
         _use_triton_interpreter()
+    startup = {"entered_at": entered_at, "cuda_init_s": round(time.time() - entered_at, 4)}
     poison_host_allocations()
     baseline = None
     while True:
@@ -465,6 +497,8 @@ def serve(conn, device: str) -> None:
             baseline = _guards.process_state()
         try:
             result = verify_task(reference_code, candidate_code, cfg, cache)
+            if startup is not None:  # where a cold first call's time went
+                result["details"]["worker_startup"], startup = startup, None
         except MemoryError as exc:
             conn.send(("memory", None, f"MemoryError: {exc}"))
             return
