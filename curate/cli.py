@@ -9,11 +9,50 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, Optional
+from typing import Any, Iterator, Optional
 
 import typer
+from typer.core import TyperGroup
+
+# the click that typer runs on (its own vendored copy in typer >= 0.25, else click itself)
+_ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+_NoArgsIsHelp = getattr(sys.modules[_ClickException.__module__], "NoArgsIsHelpError", ())
+
+
+def _one_line(exc: BaseException) -> str:
+    """An exception's message on one line (YAML and polars messages span several)."""
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    return text if len(text) <= 1000 else text[:997] + "..."
+
+
+class _OneLineGroup(TyperGroup):
+    """Usage errors (an unknown option, a bad value, a missing argument) as one ``error:``
+    line and exit code 2, like every other bad input, instead of click's usage block."""
+
+    def main(self, args: Any = None, prog_name: Any = None, complete_var: Any = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        try:
+            rv = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except _NoArgsIsHelp as exc:  # bare `curate`: the help, as before
+            exc.show()
+            sys.exit(exc.exit_code)
+        except _ClickException as exc:
+            if not standalone_mode:
+                raise
+            typer.echo(f"error: {_one_line(exc.format_message())}", err=True)
+            sys.exit(2)
+        except typer.Abort:
+            if not standalone_mode:
+                raise
+            typer.echo("error: aborted", err=True)
+            sys.exit(1)
+        if standalone_mode:
+            sys.exit(rv if isinstance(rv, int) else 0)
+        return rv
+
 
 app = typer.Typer(
     help=(
@@ -22,6 +61,7 @@ app = typer.Typer(
         "Run them one at a time on the same --out folder, or all at once with "
         "`curate run pipelines/default.yaml --out runs/default`."
     ),
+    cls=_OneLineGroup,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_show_locals=False,
@@ -34,15 +74,37 @@ FromOpt = typer.Option(None, "--from", help="Read problems from this stage folde
 
 @contextmanager
 def _clear_errors() -> Iterator[None]:
-    """Show bad input (a malformed manifest or pipeline, a missing input folder, an unreachable
-    reference) as one line and exit code 2 instead of a traceback; CURATE_DEBUG=1 re-raises."""
+    """Show bad input (malformed or unknown YAML, a missing, corrupt or empty table, a missing
+    column, an unwritable --out, a stage folder in use) as one ``error:`` line and exit code 2
+    instead of a traceback; CURATE_DEBUG=1 re-raises."""
+    import polars as pl
+    import yaml
+
     try:
         yield
-    except (ValueError, FileNotFoundError, RuntimeError) as exc:
+    except (ValueError, OSError, RuntimeError, yaml.YAMLError, pl.exceptions.PolarsError) as exc:
         if os.environ.get("CURATE_DEBUG"):
             raise
-        typer.echo(f"error: {exc}", err=True)
+        typer.echo(f"error: {_one_line(exc)}", err=True)
         raise typer.Exit(2) from None
+
+
+@contextmanager
+def _stage(out: Path, stage: str, source: Optional[Path] = None) -> Iterator[None]:
+    """Before ``stage`` starts: its input table checked (:func:`curate.table.check_input`),
+    ``OUT/<stage>`` created and locked against a second run (:func:`curate.table.stage_lock`)."""
+    from curate.table import check_input, latest_input, stage_lock
+
+    if stage != "mine":
+        check_input(source if source is not None else latest_input(out, stage), stage)
+    with stage_lock(out, stage):
+        yield
+
+
+def _existing_file(path: Path, what: str) -> Path:
+    if not path.is_file():
+        raise FileNotFoundError(f"{what} {path} does not exist or is not a file")
+    return path
 
 
 def _echo_stats(stats: dict) -> None:
@@ -54,8 +116,7 @@ def _echo_stats(stats: dict) -> None:
 
 @app.command()
 def mine(
-    manifest: Path = typer.Argument(..., exists=True, dir_okay=False,
-                                    help="YAML manifest listing sources (see manifests/)."),
+    manifest: Path = typer.Argument(..., help="YAML manifest listing sources (see manifests/)."),
     out: Path = OutOpt,
     workers: Optional[int] = typer.Option(None, help="Worker processes (default: all cores)."),
     timeout_s: float = typer.Option(30.0, help="Seconds allowed to synthesize one module's inputs."),
@@ -85,7 +146,8 @@ def mine(
     can run on another machine: --export-pending, python -m curate.mine.offload, --import-outcomes."""
     from curate.mine import run
 
-    with _clear_errors():
+    with _clear_errors(), _stage(out, "mine"):
+        _existing_file(manifest, "manifest")
         stats = run(manifest=manifest, out=out, workers=workers, timeout_s=timeout_s,
                     mem_mb=mem_mb, limit=limit, executor=executor, ray_address=ray_address,
                     retry=[r.strip() for r in retry.split(",") if r.strip()], export_pending=export_pending,
@@ -109,7 +171,7 @@ def dedup(
     contamination_threshold: float = typer.Option(
         0.6, help="MinHash Jaccard to a KernelBench problem above which a problem is contaminated."),
     backend: str = typer.Option(
-        "rensa", help="MinHash and LSH: 'rensa' (fast) or 'datasketch' (signatures that "
+        "rminhash", help="MinHash and LSH: 'rminhash' (compiled R-MinHash, fast) or 'datasketch' (signatures that "
         "interchange with datasketch's MinHash)."),
     workers: Optional[int] = typer.Option(None, help="Processes (default: all cores)."),
     parse_check: bool = typer.Option(
@@ -119,7 +181,7 @@ def dedup(
     """Exact and MinHash-LSH near-dedup, then decontamination against KernelBench."""
     from curate.dedup import run
 
-    with _clear_errors():
+    with _clear_errors(), _stage(out, "dedup", source):
         _echo_stats(run(out=out, source=source, threshold=threshold, num_perm=num_perm,
                         kernelbench=kernelbench, contamination_threshold=contamination_threshold,
                         backend=backend, workers=workers, parse_check=parse_check))
@@ -150,7 +212,7 @@ def diversify(
     (launch_bound, over_memory) with the best time reached."""
     from curate.diversify import run
 
-    with _clear_errors():
+    with _clear_errors(), _stage(out, "diversify", source):
         _echo_stats(run(out=out, source=source, variants=variants, band_ms=band_ms, target_gpu=target_gpu,
                         mem_budget_mb=mem_budget_mb, device=device, workers=workers, timeout_s=timeout_s))
 
@@ -188,10 +250,11 @@ def measure(
     inductor_cache: Optional[Path] = typer.Option(
         None, help="Folder for Inductor's and Triton's compile caches (default: torch's own)."),
     band: bool = typer.Option(
-        True, "--band/--no-band", help="On the GPU diversify aimed at, reject rows outside their band "
-        "('out_of_band')."),
+        True, "--band/--no-band", help="CUDA: hold each row to the runtime band diversify aimed it "
+        "at (outside it: rejected 'out_of_band')."),
     min_shapes: int = typer.Option(
-        3, help="A base problem keeps its rows only while its primary row and this many shapes are kept."),
+        3, help="Rows of a base problem left with fewer in-band shapes than this are rejected "
+        "('too_few_shapes')."),
     executor: str = typer.Option(
         "local", help="'local' (one measure worker per GPU of this host) or 'ray' (one GPU actor per "
         "GPU of every node of a Ray cluster; see --ray-address)."),
@@ -209,7 +272,7 @@ def measure(
     """
     from curate.measure import run
 
-    with _clear_errors():
+    with _clear_errors(), _stage(out, "measure", source):
         _echo_stats(run(out=out, source=source, device=device, inductor=inductor, min_ms=min_ms,
                         max_ms=max_ms, trials=trials, warmup=warmup, timeout_s=timeout_s,
                         workers=workers, budget_s=budget_s, compile_workers=compile_workers,
@@ -239,7 +302,7 @@ def rank(
     """Score a baseline solver's candidates with the verifier: pass rate, pass@k, difficulty."""
     from curate.rank import run
 
-    with _clear_errors():
+    with _clear_errors(), _stage(out, "rank", source):
         _echo_stats(run(out=out, source=source, solver=solver, k=k, completions=completions,
                         base_url=base_url, model=model, api_key_env=api_key_env,
                         temperature=temperature, concurrency=concurrency, cache_dir=cache_dir,
@@ -267,7 +330,7 @@ def export(
     card and verl view; optionally push them to the Hugging Face Hub."""
     from curate.export import run
 
-    with _clear_errors():
+    with _clear_errors(), _stage(out, "export", source):
         _echo_stats(run(out=out, source=source, name=name, val_fraction=val_fraction,
                         test_fraction=test_fraction, seed=seed, max_prompt_tokens=max_prompt_tokens,
                         prune=prune, workers=workers, push_to_hub_repo=push_to_hub, private=private))
@@ -275,7 +338,7 @@ def export(
 
 @app.command("run")
 def run_pipeline(
-    pipeline: Path = typer.Argument(..., exists=True, dir_okay=False, help="Pipeline YAML."),
+    pipeline: Path = typer.Argument(..., help="Pipeline YAML."),
     out: Path = OutOpt,
     start: Optional[str] = typer.Option(None, help="Begin at this stage (earlier ones must exist in OUT)."),
     stop: Optional[str] = typer.Option(None, help="End after this stage."),
@@ -284,6 +347,7 @@ def run_pipeline(
     from curate.pipeline import run_pipeline as _run
 
     with _clear_errors():
+        _existing_file(pipeline, "pipeline")
         for stats in _run(pipeline, out, start=start, stop=stop):
             _echo_stats(stats)
 

@@ -20,6 +20,7 @@ Relative paths are taken from the current working directory.
 from __future__ import annotations
 
 import importlib
+import inspect
 import json
 import time
 from pathlib import Path
@@ -27,25 +28,54 @@ from typing import Any, Iterator
 
 import yaml
 
-from curate.table import STAGES, stage_dir
+from curate.table import STAGES, check_input, latest_input, stage_dir, stage_lock, write_atomic
 
 
 class PipelineError(ValueError):
     """The pipeline YAML is malformed (unknown stage, options not a mapping, ...)."""
 
 
+def stage_options(stage: str) -> tuple[str, ...]:
+    """The options a pipeline YAML may give ``stage``: the keyword arguments of its
+    ``run`` (``curate.<stage>.run``, and ``curate.<stage>.stage.run`` where the former
+    passes ``**kwargs`` on), less ``out``, which the pipeline sets."""
+    names: list[str] = []
+    for module_name in (f"curate.{stage}", f"curate.{stage}.stage"):
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError as exc:
+            if exc.name != module_name:
+                raise
+            continue
+        fn = getattr(module, "run", None)
+        if fn is None:
+            continue
+        for p in inspect.signature(fn).parameters.values():
+            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "out" \
+                    and p.name not in names:
+                names.append(p.name)
+    return tuple(names)
+
+
 def load_pipeline(path: Path | str) -> dict[str, dict[str, Any]]:
     """Parse and check a pipeline YAML; return ``{stage: options}`` in pipeline order.
 
     Raises:
-        PipelineError: unknown stage names or non-mapping options.
+        PipelineError: not YAML, no stages, unknown stage names, non-mapping options, or an
+            option the stage's ``run`` does not take (:func:`stage_options`; a misspelt
+            option would otherwise end in a ``TypeError`` after the earlier stages ran).
     """
-    raw = yaml.safe_load(Path(path).read_text()) or {}
+    try:
+        raw = yaml.safe_load(Path(path).read_text())
+    except yaml.YAMLError as exc:
+        raise PipelineError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
+    if raw is None:
+        raise PipelineError(f"{path}: empty pipeline; list stages among {list(STAGES)}")
     if not isinstance(raw, dict):
         raise PipelineError(f"{path}: expected a mapping of stage -> options")
     unknown = set(raw) - set(STAGES)
     if unknown:
-        raise PipelineError(f"{path}: unknown stages {sorted(unknown)}; known: {list(STAGES)}")
+        raise PipelineError(f"{path}: unknown stages {sorted(unknown, key=str)}; known: {list(STAGES)}")
     stages = {}
     for name in STAGES:
         if name not in raw:
@@ -53,6 +83,11 @@ def load_pipeline(path: Path | str) -> dict[str, dict[str, Any]]:
         opts = raw[name] if raw[name] is not None else {}
         if not isinstance(opts, dict):
             raise PipelineError(f"{path}: options of {name} must be a mapping")
+        allowed = stage_options(name)
+        bad = sorted((k for k in opts if k not in allowed), key=str)
+        if bad:
+            raise PipelineError(f"{path}: {name}: unknown options {bad}; {name} takes "
+                                f"{', '.join(allowed)}")
         stages[name] = opts
     if "mine" in stages and "manifest" not in stages["mine"]:
         raise PipelineError(f"{path}: mine needs a manifest")
@@ -61,7 +96,16 @@ def load_pipeline(path: Path | str) -> dict[str, dict[str, Any]]:
 
 def run_pipeline(path: Path | str, out: Path | str, start: str | None = None,
                  stop: str | None = None) -> Iterator[dict[str, Any]]:
-    """Run the pipeline's stages into ``out``; yield each stage's stats as it finishes."""
+    """Run the pipeline's stages into ``out``; yield each stage's stats as it finishes.
+
+    Each stage holds ``OUT/<stage>/.lock`` while it runs (:func:`curate.table.stage_lock`).
+
+    Raises:
+        PipelineError: a malformed pipeline (:func:`load_pipeline`) or an unknown start/stop.
+        curate.table.TableError, FileNotFoundError: the first stage's input table is missing,
+            unreadable, without a needed column, or empty.
+        curate.table.StageLocked: another process is writing a stage folder of ``out``.
+    """
     stages = load_pipeline(path)
     names = list(stages)
     for bound in (start, stop):
@@ -79,15 +123,18 @@ def run_pipeline(path: Path | str, out: Path | str, start: str | None = None,
     if start:
         done = [s for s in stages if STAGES.index(s) < STAGES.index(start)]
         previous = done[-1] if done else None
-    for name in names:
+    for k, name in enumerate(names):
         opts = dict(stages[name])
         if name != "mine" and previous is not None and "source" not in opts:
             opts["source"] = stage_dir(out, previous)
+        if k == 0 and name != "mine":  # what the pipeline did not write itself
+            check_input(opts.get("source") or latest_input(out, name), name)
         module = importlib.import_module(f"curate.{name}")
-        stats = module.run(out=out, **opts)
+        with stage_lock(out, name):
+            stats = module.run(out=out, **opts)
         summary.append(stats)
         previous = name
         yield stats
-    (out / "pipeline.json").write_text(json.dumps(
-        {"pipeline": str(path), "seconds": round(time.monotonic() - t0, 1), "stages": summary},
-        indent=2, default=str))
+    text = json.dumps({"pipeline": str(path), "seconds": round(time.monotonic() - t0, 1),
+                       "stages": summary}, indent=2, default=str)
+    write_atomic(out / "pipeline.json", lambda tmp: tmp.write_text(text))

@@ -24,23 +24,47 @@ checked_torch      str, ``<torch version>@<device>,...``: where the KernelBench-
 
 Accountability: for every stage ``kept + rejected == in`` (checked by
 :func:`write_stage`, which raises ``ValueError`` otherwise).
+
+Every table and ``stats.json`` is written to a temporary file in its folder and then
+renamed over the old one (:func:`write_atomic`), so a killed write never leaves half a
+table that a later stage reads. :func:`stage_lock` keeps two processes from writing one
+stage folder at once.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import socket
 import sys
 import time
 from collections import Counter
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 import polars as pl
 
 STAGES = ("mine", "dedup", "diversify", "measure", "rank", "export")
 SOURCE_FIELDS = ("kind", "name", "uri", "version", "path", "class_name", "licence")
 REJECT_COLUMNS = ("reject_stage", "reject_reason", "reject_detail")
+REQUIRED_COLUMNS = {
+    "dedup": ("problem_id", "code"),
+    "diversify": ("problem_id", "code", "init_args", "input_spec"),
+    "measure": ("problem_id", "code", "init_args", "input_spec"),
+    "rank": ("problem_id", "code", "init_args", "input_spec"),
+    "export": ("problem_id", "code", "init_args", "input_spec"),
+}
+"""Columns of the table contract (module docstring) each stage cannot run without."""
+
+
+class TableError(ValueError):
+    """A stage's input table is unreadable, lacks a column the stage needs, or is empty."""
+
+
+class StageLocked(RuntimeError):
+    """Another live process is writing the same stage folder."""
 
 
 def previous_stage(stage: str) -> str:
@@ -82,6 +106,18 @@ def _parquet_files(path: Path, sub: str) -> list[Path]:
     return []
 
 
+def _read(f: Path) -> pl.DataFrame:
+    try:
+        return pl.read_parquet(f)
+    except (pl.exceptions.PolarsError, OSError) as exc:
+        raise TableError(f"{f}: not a readable parquet table ({_first_line(exc)})") from None
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    return f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300]
+
+
 def read_problems(path: Path | str) -> pl.DataFrame:
     """Read the kept rows of a stage.
 
@@ -89,12 +125,111 @@ def read_problems(path: Path | str) -> pl.DataFrame:
         path: a stage folder (``RUN/<stage>``), its ``problems`` folder, or one parquet file.
     Raises:
         FileNotFoundError: no parquet file there.
+        TableError: a file is not a readable parquet table.
     """
     path = Path(path)
     files = _parquet_files(path, "problems")
     if not files:
         raise FileNotFoundError(f"no problems parquet under {path}")
-    return pl.concat([pl.read_parquet(f) for f in files], how="diagonal_relaxed")
+    return pl.concat([_read(f) for f in files], how="diagonal_relaxed")
+
+
+def check_input(path: Path | str, stage: str) -> int:
+    """Check, before ``stage`` starts, the table it will read: parquet files that open, the
+    :data:`REQUIRED_COLUMNS` of ``stage``, at least one row. Reads file footers only.
+
+    Returns:
+        rows in the table.
+    Raises:
+        FileNotFoundError: no parquet file at ``path``.
+        TableError: a file is unreadable, a required column is missing, or there are no rows.
+    """
+    import pyarrow.parquet as pq
+
+    path = Path(path)
+    files = _parquet_files(path, "problems")
+    if not files:
+        raise FileNotFoundError(f"{stage}: no problems parquet under {path}")
+    rows = 0
+    for f in files:
+        try:
+            meta = pq.ParquetFile(f).metadata
+        except Exception as exc:  # pyarrow raises ArrowInvalid, OSError, ... for a bad file
+            raise TableError(f"{f}: not a readable parquet table ({_first_line(exc)})") from None
+        names = set(meta.schema.to_arrow_schema().names)
+        missing = [c for c in REQUIRED_COLUMNS.get(stage, ()) if c not in names]
+        if missing:
+            raise TableError(f"{f}: missing columns {missing} that {stage} needs "
+                             f"(has {sorted(names)[:12]})")
+        rows += meta.num_rows
+    if rows == 0:
+        raise TableError(f"{path}: no problems (0 rows): nothing for {stage} to do")
+    return rows
+
+
+def write_atomic(path: Path, write: Callable[[Path], Any]) -> None:
+    """Call ``write(tmp)`` on a temporary name in ``path``'s folder, then rename it to
+    ``path`` (atomic on one file system): readers see the old file or the whole new one."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        write(tmp)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, another user's
+        return True
+    return True
+
+
+@contextmanager
+def stage_lock(out: Path | str, stage: str) -> Iterator[Path]:
+    """Hold ``OUT/<stage>/.lock`` (this process's pid and host) while a stage writes there.
+
+    A lock left by a process that is gone (same host, pid not running) is stale and taken
+    over; the lock file is removed on exit.
+
+    Raises:
+        StageLocked: a live process (or one on another host) holds the lock.
+        OSError: the stage folder cannot be created or written (e.g. a read-only ``out``).
+    """
+    d = stage_dir(out, stage)
+    d.mkdir(parents=True, exist_ok=True)
+    lock = d / ".lock"
+    me = {"pid": os.getpid(), "host": socket.gethostname()}
+    for _ in range(2):
+        try:
+            fd = os.open(lock, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            try:
+                held = json.loads(lock.read_text() or "{}")
+            except (OSError, ValueError):
+                held = {}
+            pid, host = held.get("pid"), held.get("host")
+            if isinstance(pid, int) and (host != me["host"] or _pid_alive(pid)):
+                raise StageLocked(f"{d} is being written by another curate process (pid {pid} on "
+                                  f"{host}); wait for it to end, or remove {lock} if it is gone") from None
+            lock.unlink(missing_ok=True)  # stale: its process is gone
+            continue
+        with os.fdopen(fd, "w") as f:
+            json.dump(me, f)
+        break
+    else:
+        raise StageLocked(f"{d}: could not take {lock}")
+    try:
+        yield lock
+    finally:
+        try:
+            if json.loads(lock.read_text()).get("pid") == me["pid"]:
+                lock.unlink()
+        except (OSError, ValueError):
+            pass
 
 
 def read_rejected(path: Path | str) -> pl.DataFrame:
@@ -163,9 +298,11 @@ def write_stage(
     d = stage_dir(out, stage)
     for sub, df in (("problems", kept), ("rejected", rejected)):
         (d / sub).mkdir(parents=True, exist_ok=True)
+        part = d / sub / "part-00000.parquet"
+        write_atomic(part, df.write_parquet)
         for old in (d / sub).glob("*.parquet"):
-            old.unlink()
-        df.write_parquet(d / sub / "part-00000.parquet")
+            if old != part:
+                old.unlink()
     reasons = Counter(rejected["reject_reason"].to_list()) if rejected.height else Counter()
     stats = {
         "stage": stage,
@@ -179,7 +316,8 @@ def write_stage(
     }
     if extra:
         stats.update(extra)
-    (d / "stats.json").write_text(json.dumps(stats, indent=2, default=str))
+    text = json.dumps(stats, indent=2, default=str)
+    write_atomic(d / "stats.json", lambda tmp: tmp.write_text(text))
     return stats
 
 

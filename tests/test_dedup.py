@@ -23,8 +23,7 @@ from curate.dedup import run
 from curate.dedup.decontaminate import ReferenceIndex, match
 from curate.dedup.features import featurize
 from curate.dedup.minhash import candidate_pairs, components, signatures
-from curate.dedup.normalize import NormalizeError, norm_hash, normalize
-from curate.dedup.ops import op_sequence
+from curate.dedup.ops import forward_ops
 from curate.dedup.reference import ENV_VAR, ReferenceUnavailable, load_jsonl, resolve
 from curate.dedup.tokens import normalize_batch, normalized_tokens
 from curate.problem import assemble, dumps
@@ -148,40 +147,34 @@ def test_planted_copies_of_real_source_normalize_to_the_same_hash():
     for name in ("renamed", "reformatted", "recommented", "reordered", "edited"):
         assert v[name] != v["original"]
         ast.parse(v[name])  # the planted copy is still valid Python
-    hashes = {k: norm_hash(normalize(code).text) for k, code in v.items()}
+    hashes = dict(zip(v, normalize_batch(list(v.values())).norm_hash))
     for name in ("renamed", "reformatted", "recommented", "reordered"):
         assert hashes[name] == hashes["original"], name
     assert hashes["edited"] != hashes["original"]
 
 
-def test_normalized_form_drops_comments_docstrings_and_local_names():
-    norm = normalize(as_problem(inspect.getsource(nn.Hardtanh), "Hardtanh"))
-    assert norm.class_names == {"Hardtanh": "C0", "Model": "C1"}
-    text = norm.text
-    names = {n.id for n in ast.walk(norm.tree) if isinstance(n, ast.Name)}
-    names |= {n.attr for n in ast.walk(norm.tree) if isinstance(n, ast.Attribute)}
-    names |= {n.arg for n in ast.walk(norm.tree) if isinstance(n, ast.arg)}
-    assert not names & {"Hardtanh", "min_val", "max_val", "self", "input", "inplace"}
-    assert {"v0", "v1", "a0", "C0"} <= names  # C0: the base of class C1 (Model)
-    assert '"""' not in text and "deprecated" not in text  # docstrings, warning texts
-    assert "#" not in text and "import" not in text and "get_inputs" not in text
-    assert "torch.nn.functional.hardtanh(" in text  # import alias F resolved
-    with pytest.raises(NormalizeError):
-        normalize("class Model(nn.Module:\n    pass\n")
+def test_normalized_tokens_drop_comments_docstrings_and_local_names():
+    code = as_problem(inspect.getsource(nn.Hardtanh), "Hardtanh")
+    tokens = normalized_tokens(code)
+    assert not set(tokens) & {"Hardtanh", "min_val", "max_val", "self", "input", "inplace",
+                              "Model", "deprecated", "#", "import", "get_inputs"}
+    assert {"F", "hardtanh", "Tensor", "super"} <= set(tokens)  # torch names are kept
+    assert tokens.count("_") > len(tokens) // 3  # the rest is one placeholder
+    assert normalize_batch(["class Model(nn.Module:\n    pass\n"]).norm_hash == [None]
 
 
 @needs_kernelbench
 def test_op_sequences_of_real_code():
     kb = {f"level{r['level']}/{r['name']}": r["code"] for r in kernelbench_rows()}
-    assert op_sequence(normalize(kb["level2/1_Conv2D_ReLU_BiasAdd"])) == ("conv2d", "relu", "add")
-    assert op_sequence(normalize(kb["level1/19_ReLU"])) == ("relu",)
-    assert op_sequence(normalize(kb["level3/8_ResNetBasicBlock"])) == (
+    assert forward_ops(kb["level2/1_Conv2D_ReLU_BiasAdd"]) == ("conv2d", "relu", "add")
+    assert forward_ops(kb["level1/19_ReLU"]) == ("relu",)
+    assert forward_ops(kb["level3/8_ResNetBasicBlock"]) == (
         "conv2d", "batchnorm", "relu", "conv2d", "batchnorm", "conv2d", "batchnorm", "add", "relu")
     # torch's ReLU: Model(ReLU) inherits forward, which calls F.relu
-    assert op_sequence(normalize(as_problem(inspect.getsource(nn.ReLU), "ReLU"))) == ("relu",)
+    assert forward_ops(as_problem(inspect.getsource(nn.ReLU), "ReLU")) == ("relu",)
     # ReLU6 subclasses Hardtanh, defined in the file: forward is found through the base
     src = inspect.getsource(nn.Hardtanh) + "\n\n" + inspect.getsource(nn.ReLU6)
-    assert op_sequence(normalize(as_problem(src, "ReLU6"))) == ("hardtanh",)
+    assert forward_ops(as_problem(src, "ReLU6")) == ("hardtanh",)
 
 
 def test_core_is_the_mined_class_and_its_wrapper():
@@ -588,7 +581,7 @@ def test_cli_dedup(tmp_path: Path):
     stats = read_stats(tmp_path / "dedup")
     assert stats["threshold"] == 0.85 and stats["in"] == len(dedup_rows())
     assert json.loads(result.stdout.splitlines()[0])["kept"] == stats["kept"]
-    assert stats["backend"] == "rensa"
+    assert stats["backend"] == "rminhash"
     result = CliRunner().invoke(app, ["dedup", "--out", str(tmp_path), "--kernelbench", "none",
                                       "--threshold", "0.85", "--backend", "datasketch",
                                       "--workers", "1", "--parse-check"])
@@ -684,19 +677,3 @@ def test_ops_agreement_is_difflib_quick_ratio():
         None, lists[x].tolist(), lists[y].tolist()).quick_ratio() >= OPS_AGREEMENT
         for x, y in zip(a.tolist(), b.tolist())]
     assert ops_agree_counts(table, a, b).tolist() == want
-
-
-def test_compiled_blake2b_is_hashlibs():
-    import hashlib
-
-    from curate.dedup.blake2b import digest_words
-
-    rng = np.random.default_rng(6)
-    scratch = (np.empty(8, np.uint64), np.empty(16, np.uint64), np.empty(16, np.uint64))
-    for n in (0, 1, 2, 15, 16, 17, 31, 32, 33, 100):
-        words = rng.integers(0, 2**63, size=n, dtype=np.uint64) * np.uint64(3)
-        for size in (16, 32, 64):
-            out = np.empty(size // 8, np.uint64)
-            digest_words(words, out, *scratch)
-            want = hashlib.blake2b(words.astype("<u8").tobytes(), digest_size=size).digest()
-            assert out.astype("<u8").tobytes() == want, (n, size)

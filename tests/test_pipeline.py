@@ -22,7 +22,7 @@ def test_every_command_has_help():
 def test_bad_input_is_one_clear_line(tmp_path: Path):
     result = runner.invoke(app, ["dedup", "--out", str(tmp_path), "--kernelbench", "none"])
     assert result.exit_code == 2
-    assert "error: no problems parquet under" in result.output
+    assert "error: dedup: no stage output under" in result.output
     bad = tmp_path / "m.yaml"
     bad.write_text("sources:\n  - {kind: ftp, name: x}\n")
     result = runner.invoke(app, ["mine", str(bad), "--out", str(tmp_path)])

@@ -237,7 +237,7 @@ class ReferenceIndex:
     by_shingles: dict[bytes, list[int]] = field(default_factory=dict)
 
     @classmethod
-    def build(cls, reference: Reference, num_perm: int, backend: str = "rensa") -> "ReferenceIndex":
+    def build(cls, reference: Reference, num_perm: int, backend: str = "rminhash") -> "ReferenceIndex":
         table = featurize_chunk_table(reference.codes, num_perm, backend)
         forward = [parse_forward(c)[0] for c in reference.codes]
         by_ops: dict[tuple[str, ...], list[int]] = defaultdict(list)

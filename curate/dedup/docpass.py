@@ -18,7 +18,6 @@ from numba import njit
 
 from curate.dedup import jit  # noqa: F401  (sets numba's cache folder before the decorations below)
 
-from curate.dedup import blake2b
 from curate.dedup import tokenpass as tp
 from curate.dedup.textscan import MARKER, strip_doc, strip_tokenize, tokenize
 
@@ -47,11 +46,11 @@ def run(buf, offsets, marker, special, keys, used, tflags, tops):
             (:mod:`curate.dedup.tokenpass` ``S_*`` order).
         keys, used, tflags, tops: :func:`curate.dedup.tokenpass.vocabulary_table`.
     Returns:
-        ``(err int8 (n,), brackets int64 (n, 3), n_tokens int64 (n,), digests uint64
-        (n, 2), shingles uint64, shingle_offsets int64 (n + 1,), ops int32, op_offsets
-        int64 (n + 1,))``, as :class:`curate.dedup.tokens.TokenBatch` has them; a
-        document's ``digests`` row is the 16-byte BLAKE2b of its sorted chunk sums (the
-        norm hash, as little-endian words; zeros where ``err`` is set).
+        ``(err int8 (n,), brackets int64 (n, 3), n_tokens int64 (n,), sums uint64,
+        sum_offsets int64 (n + 1,), shingles uint64, shingle_offsets int64 (n + 1,), ops
+        int32, op_offsets int64 (n + 1,))``, as :class:`curate.dedup.tokens.TokenBatch`
+        has them; ``sums`` holds each document's sorted chunk sums, which the norm hash
+        hashes (none where ``err`` is set).
     """
     n = len(offsets) - 1
     longest = 1
@@ -77,9 +76,8 @@ def run(buf, offsets, marker, special, keys, used, tflags, tops):
     brackets = np.zeros((n, 3), np.int64)
     n_tokens = np.zeros(n, np.int64)
     total = offsets[n] - offsets[0]
-    sums = np.empty(longest, np.uint64)  # one document's chunk sums (a chunk has a token)
-    digests = np.zeros((n, 2), np.uint64)
-    bh, bm, bv = np.empty(8, np.uint64), np.empty(16, np.uint64), np.empty(16, np.uint64)
+    sums = np.empty(max(16, total // 256), np.uint64)  # chunk sums (a chunk has a token)
+    sum_off = np.zeros(n + 1, np.int64)
     shingles = np.empty(max(16, total // 8), np.uint64)
     sh_off = np.zeros(n + 1, np.int64)
     ops = np.empty(max(16, total // 32), np.int32)
@@ -87,6 +85,7 @@ def run(buf, offsets, marker, special, keys, used, tflags, tops):
     for d in range(n):
         sh_off[d + 1] = sh_off[d]
         op_off[d + 1] = op_off[d]
+        sum_off[d + 1] = sum_off[d]
         t, length = strip_tokenize(marker, buf, offsets[d], offsets[d + 1], text, tmp,
                                    starts, lens, first, counts)
         if t == 0:
@@ -102,10 +101,12 @@ def run(buf, offsets, marker, special, keys, used, tflags, tops):
             text, starts, lens, first, ctx, kept, m, special, keys, used, tflags, tops, byte_slot,
             h, mapped, op, chunk, slot, own_gen, d + 1, ops[op_off[d]:])
         n_tokens[d] = m
-        blake2b.digest_words(sums[:tp.chunk_sums(mapped, chunk, m, sums)], digests[d], bh, bm, bv)
+        sums = _grow(sums, sum_off[d] + m)
+        sum_off[d + 1] = sum_off[d] + tp.chunk_sums(mapped, chunk, m, sums[sum_off[d]:])
         shingles = _grow(shingles, sh_off[d] + m)
         sh_off[d + 1] = sh_off[d] + tp.shingles(mapped, m, shingles[sh_off[d]:])
-    return (err, brackets, n_tokens, digests, shingles[:sh_off[n]].copy(), sh_off, ops[:op_off[n]].copy(), op_off)
+    return (err, brackets, n_tokens, sums[:sum_off[n]].copy(), sum_off, shingles[:sh_off[n]].copy(),
+            sh_off, ops[:op_off[n]].copy(), op_off)
 
 
 @njit(nogil=True, cache=True)

@@ -182,7 +182,7 @@ def _worker_chunk(codes: list, num_perm: int, backend: str, parse_check: bool,
     return table, os.getpid(), time.process_time()
 
 
-def featurize_chunk_table(codes: Sequence, num_perm: int, backend: str = "rensa", screen=None,
+def featurize_chunk_table(codes: Sequence, num_perm: int, backend: str = "rminhash", screen=None,
                           parse_check: bool = False, batch: int = BATCH,
                           keep_shingles: bool = True) -> FeatureTable:
     """:class:`FeatureTable` of ``codes``, in this process.
@@ -254,7 +254,7 @@ def _worker_env() -> Iterator[None]:
                 os.environ[k] = v
 
 
-def warm_up(num_perm: int = 128, backend: str = "rensa") -> None:
+def warm_up(num_perm: int = 128, backend: str = "rminhash") -> None:
     """Load (or compile) the compiled features code in this thread, so that threads
     started afterwards do not wait on it one after the other."""
     tb = normalize_batch(["x = 1\n"])
@@ -262,7 +262,7 @@ def warm_up(num_perm: int = 128, backend: str = "rensa") -> None:
 
 
 def featurize_table(codes: Sequence, num_perm: int, workers: int | None = None,
-                    parallel_min: int | None = None, chunk: int | None = None, backend: str = "rensa",
+                    parallel_min: int | None = None, chunk: int | None = None, backend: str = "rminhash",
                     description: str = "dedup: features", screen=None,
                     parse_check: bool = False, share: bool = True,
                     keep_shingles: bool = True) -> FeatureTable:
@@ -358,7 +358,7 @@ def featurize_table(codes: Sequence, num_perm: int, workers: int | None = None,
 
 
 def featurize(codes: Sequence, num_perm: int, workers: int | None = None,
-              parallel_min: int = PARALLEL_MIN, chunk: int = CHUNK, backend: str = "rensa",
+              parallel_min: int = PARALLEL_MIN, chunk: int = CHUNK, backend: str = "rminhash",
               description: str = "dedup: features") -> tuple[list[Features], np.ndarray]:
     """:func:`featurize_table` as a list of :class:`Features` and the ``(n, num_perm)``
     ``uint32`` signatures."""
@@ -367,7 +367,7 @@ def featurize(codes: Sequence, num_perm: int, workers: int | None = None,
     return [table.features(i) for i in range(len(table))], table.sigs
 
 
-def featurize_chunk(codes: Sequence, num_perm: int, backend: str = "rensa") -> tuple[list[Features], np.ndarray]:
+def featurize_chunk(codes: Sequence, num_perm: int, backend: str = "rminhash") -> tuple[list[Features], np.ndarray]:
     """:func:`featurize` of ``codes`` in this process."""
     table = featurize_chunk_table(codes, num_perm, backend, keep_shingles=False)
     return [table.features(i) for i in range(len(table))], table.sigs

@@ -10,12 +10,13 @@ pairs, and a pair is kept only when its estimated Jaccard reaches the threshold.
 
 Backends (figures: DESIGN.md section 5, 2-core CI machine, 128 permutations):
 
-- ``"rensa"`` (default): rensa 0.5's R-MinHash over the 64-bit shingle hashes, computed
-  by :mod:`curate.dedup.rminhash` (numba, GIL released; the same values as
-  ``rensa.RMinHash.digest_matrix_from_flat_token_hashes``, which the tests check),
-  about 24x datasketch's fastest path at equal accuracy. Its signatures are its own:
-  they compare with each other, not with datasketch's. Banding here in numpy
-  (:func:`band_pairs`) instead of ``MinHashLSH`` (390,000 against 9,000-16,000 docs/s).
+- ``"rminhash"`` (default): R-MinHash (rensa 0.5's definition) over the 64-bit shingle
+  hashes, computed by :mod:`curate.dedup.rminhash` (numba, GIL released; the same values
+  as ``rensa.RMinHash.digest_matrix_from_flat_token_hashes``, which the tests check; 3x
+  faster than rensa on one thread on the benchmark corpus, 8x on two, where rensa holds
+  the GIL and its row lists must become an array: ``benchmarks/cpu-dedup.md``). Its
+  signatures are its own: they compare with each other, not with datasketch's. Banding
+  here (:func:`band_pairs`) instead of ``MinHashLSH`` (390,000 against 9,000-16,000 docs/s).
 - ``"datasketch"``: datasketch's ``MinHash`` with ``hashfunc`` = the low 32 bits of each
   shingle hash, and datasketch's ``MinHashLSH``. A signature equals
   ``MinHash(num_perm, seed=1, hashfunc=low32)`` updated with the same shingle hashes,
@@ -38,10 +39,10 @@ from curate.dedup import jit  # noqa: F401  (sets numba's cache folder before th
 from curate.dedup.tokenpass import mix64 as _mix64
 
 SEED = 1
-"""datasketch's default seed; rensa gets it too."""
-BACKENDS = ("rensa", "datasketch")
+"""datasketch's default seed; R-MinHash gets it too."""
+BACKENDS = ("rminhash", "datasketch")
 EMPTY = np.uint32(0xFFFFFFFF)
-"""Every slot of an empty document's signature (datasketch's and rensa's alike)."""
+"""Every slot of an empty document's signature (datasketch's and R-MinHash's alike)."""
 LSH_RECALL = 0.995
 """Least probability that banding proposes a pair whose Jaccard equals the threshold."""
 MAX_BUCKET = 64
@@ -54,21 +55,21 @@ def low32(h: int) -> int:
 
 
 def sign(shingles: np.ndarray, offsets: np.ndarray, num_perm: int = 128,
-         backend: str = "rensa", seed: int = SEED) -> np.ndarray:
+         backend: str = "rminhash", seed: int = SEED) -> np.ndarray:
     """MinHash signatures of documents given as flat shingle hashes.
 
     Args:
         shingles: ``uint64`` shingle hashes of all documents, concatenated (repeats ok).
         offsets: ``(n + 1,)`` int; document ``i`` is ``shingles[offsets[i]:offsets[i + 1]]``.
         num_perm: signature length.
-        backend: ``"rensa"`` or ``"datasketch"`` (module docstring).
+        backend: ``"rminhash"`` or ``"datasketch"`` (module docstring).
     Returns:
         ``uint32`` array ``(n, num_perm)``; an empty document's row is all :data:`EMPTY`.
     Raises:
         ValueError: unknown backend.
     """
     n = len(offsets) - 1
-    if backend == "rensa":
+    if backend == "rminhash":
         from curate.dedup import rminhash
 
         return rminhash.sign(shingles, offsets, num_perm, seed)
@@ -289,7 +290,7 @@ def band_pairs(sigs: np.ndarray, bands: int, rows: int,
     return code // n, code % n
 
 
-def candidate_pairs(sigs: np.ndarray, threshold: float, backend: str = "rensa",
+def candidate_pairs(sigs: np.ndarray, threshold: float, backend: str = "rminhash",
                     seed: int = SEED) -> list[tuple[int, int, float]]:
     """Pairs ``(i, j, jaccard)`` with ``i < j`` whose estimated Jaccard is >= ``threshold``,
     among the candidates LSH proposes: :func:`band_pairs` with :func:`band_shape`, or for
@@ -302,14 +303,14 @@ def candidate_pairs(sigs: np.ndarray, threshold: float, backend: str = "rensa",
     return list(zip(i.tolist(), j.tolist(), sim.tolist()))
 
 
-def candidate_arrays(sigs: np.ndarray, threshold: float, backend: str = "rensa",
+def candidate_arrays(sigs: np.ndarray, threshold: float, backend: str = "rminhash",
                      seed: int = SEED, floor: float | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """:func:`candidate_pairs` as three arrays ``(i, j, jaccard)``; with ``floor``, the
     candidates LSH proposes for ``threshold`` whose estimate is >= ``floor`` instead."""
     n, num_perm = sigs.shape
     if backend == "datasketch":
         i, j = _datasketch_pairs(sigs, threshold, seed)
-    elif backend == "rensa":
+    elif backend == "rminhash":
         i, j = band_pairs(sigs, *band_shape(threshold, num_perm))
     else:
         raise ValueError(f"unknown MinHash backend {backend!r}; choose one of {BACKENDS}")

@@ -4,10 +4,10 @@ Two programs that compute the same chain of torch operations (``conv2d, relu, ad
 have the same op sequence whatever their text looks like. Decontamination uses it to
 catch a KernelBench problem rewritten beyond what MinHash on tokens sees.
 
-What counts as an op, read statically from the normalized tree (no code runs):
+What counts as an op, read statically from the parsed tree (no code runs):
 
-- calls of ``torch.*``, ``torch.nn.functional.*`` and ``torch.nn.*`` (aliases are
-  already resolved by :mod:`.normalize`), except a few that compute nothing on tensors
+- calls of ``torch.*``, ``torch.nn.functional.*`` and ``torch.nn.*`` (import aliases
+  resolved: ``F.relu`` is ``torch.nn.functional.relu``), except a few that compute nothing on tensors
   (``torch.no_grad``, ``torch.is_tensor``, ...);
 - calls of a layer built in ``__init__`` (``self.conv = nn.Conv2d(...)`` then
   ``self.conv(x)``): the layer's op (``conv2d``); an ``nn.Sequential`` of layer calls
@@ -34,7 +34,6 @@ import re
 
 import builtins
 
-from curate.dedup.normalize import Normalized, canonical_path
 from curate.problem import INPUTS_MARKER
 
 MAX_DEPTH = 4
@@ -42,7 +41,6 @@ UNRESOLVED = "?"
 """Marks a call that may run ops this static reading cannot see (``layer(x)`` over a
 ``ModuleList``, a layer built by a helper, ``nn.Sequential(*layers)``). A sequence holding
 it is incomplete: see :func:`is_complete`."""
-_LOCAL = re.compile(r"v\d+$")
 
 _NON_OPS = frozenset({
     "nograd", "enablegrad", "isgradenabled", "istensor", "isfloatingpoint", "device", "size",
@@ -80,6 +78,14 @@ _BUILTINS = frozenset(dir(builtins))
 _NESTED_IMPORT = re.compile(r"\n[ \t]+(?:from|import)[ \t]")
 
 
+def canonical_path(path: str) -> str:
+    """Public spelling of a torch path: ``torch.nn.modules.conv.Conv2d`` -> ``torch.nn.Conv2d``."""
+    for private, public in (("torch.nn.modules.", "torch.nn."), ("torch.nn.parameter.", "torch.nn.")):
+        if path.startswith(private):
+            return public + path.rsplit(".", 1)[-1]
+    return path
+
+
 def canonical_op(name: str) -> str:
     """``"BatchNorm2d"`` -> ``"batchnorm"``, ``"relu_"`` -> ``"relu"``, ``"bmm"`` -> ``"matmul"``."""
     n = name.lower().rstrip("_").replace("_", "")
@@ -111,20 +117,18 @@ class _Program:
     """Classes and functions of one file, and the ops their code calls.
 
     Args:
-        tree: the module, normalized (:func:`op_sequence`) or as parsed (:func:`forward_ops`).
-        aliases: import aliases to resolve in dotted names (``F`` -> ``torch.nn.functional``);
-            empty for a normalized tree, whose aliases are resolved already.
+        tree: the module as parsed.
+        aliases: import aliases to resolve in dotted names (``F`` -> ``torch.nn.functional``).
         is_local: whether a bare called name is a local variable (a call that may run
-            anything): a renamed ``v<N>`` in a normalized tree.
+            anything).
     """
 
-    def __init__(self, tree: ast.Module, aliases: dict[str, str] | None = None,
-                 is_local=None):
+    def __init__(self, tree: ast.Module, aliases: dict[str, str], is_local):
         self.classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef)}
         self.functions = {n.name: n for n in tree.body if isinstance(n, _FUNCS)}
         self._layers: dict[str, dict[str, list[str]]] = {}
-        self.aliases = aliases or {}
-        self.is_local = is_local or (lambda name: bool(_LOCAL.match(name)))
+        self.aliases = aliases
+        self.is_local = is_local
 
     def dotted(self, node: ast.AST) -> str | None:
         """:func:`dotted`, with the root name's import alias resolved."""
@@ -319,20 +323,12 @@ def is_complete(ops: tuple[str, ...]) -> bool:
     return UNRESOLVED not in ops
 
 
-def op_sequence(norm: Normalized) -> tuple[str, ...]:
-    """Canonical op names of ``Model.forward`` in ``norm`` in evaluation order (see the
-    module docstring); ``()`` when the file defines no ``Model`` or its forward calls none."""
-    model = norm.model_class
-    if model is None:
-        return ()
-    return tuple(_Program(norm.tree).forward_ops(model))
-
-
 def forward_ops(code: str) -> tuple[str, ...]:
-    """:func:`op_sequence` of ``code`` read from its parse tree without the normalization
-    (no renaming, no unparsing: about 4x faster): import aliases are resolved while
-    reading dotted names, and a called bare name that the file neither defines nor
-    imports, and that is no builtin, is a local (a call that may run anything).
+    """Canonical op names of ``Model.forward`` in ``code`` in evaluation order (see the
+    module docstring); ``()`` when the file defines no ``Model`` or its forward calls none.
+    Import aliases are resolved while reading dotted names, and a called bare name that the
+    file neither defines nor imports, and that is no builtin, is a local (a call that may
+    run anything).
 
     Raises:
         SyntaxError, ValueError: ``code`` does not parse.

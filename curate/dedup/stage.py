@@ -6,8 +6,8 @@ Reads the ``mine`` table (or ``source``) and writes ``OUT/dedup``. Steps:
    docstrings, string contents, formatting, the names of classes, functions, parameters,
    locals and layers, and the order of methods do not count) and hash it: equal hashes
    are exact duplicates;
-2. MinHash signatures of the normalized tokens' 5-gram shingles (rensa, or datasketch
-   with ``backend="datasketch"``), LSH banding for candidate pairs with Jaccard >=
+2. MinHash signatures of the normalized tokens' 5-gram shingles (compiled R-MinHash, or
+   datasketch with ``backend="datasketch"``), LSH banding for candidate pairs with Jaccard >=
    ``threshold`` (estimated, and computed exactly for the pairs estimated within 0.1 of
    the threshold: :mod:`.exact`), kept when the op names the two documents mention agree
    (:func:`ops_agree_counts`: torch's ``ReLU`` and ``Mish`` differ by one op) and their
@@ -187,7 +187,7 @@ class _Rows:
 
 def run(out: Path | str, source: Path | str | None = None, threshold: float = 0.8,
         num_perm: int = 128, kernelbench: str = "auto",
-        contamination_threshold: float = 0.6, backend: str = "rensa",
+        contamination_threshold: float = 0.6, backend: str = "rminhash",
         workers: int | None = None, parse_check: bool = False) -> dict[str, Any]:
     """Dedup and decontaminate a problem table; write ``OUT/dedup``; return its stats.
 
@@ -200,7 +200,7 @@ def run(out: Path | str, source: Path | str | None = None, threshold: float = 0.
             id, ``"auto"`` or ``"none"`` (see :func:`curate.dedup.reference.resolve`).
         contamination_threshold: estimated Jaccard (0-1] to a KernelBench problem at and
             above which a problem is contaminated.
-        backend: MinHash and LSH implementation, ``"rensa"`` or ``"datasketch"``
+        backend: MinHash and LSH implementation, ``"rminhash"`` or ``"datasketch"``
             (:mod:`curate.dedup.minhash`).
         workers: threads (and, for a large input with parsing, processes) to use
             (default: all cores; 1: this thread only).

@@ -46,6 +46,11 @@ DEFAULT_EXCLUDE = ("**/tests/**", "**/test/**", "**/test_*.py", "**/*_test.py", 
                    "**/setup.py", "**/_vendor/**", "**/benchmarks/**", "**/examples/**")
 
 
+ENTRY_KEYS = ("kind", "name", "version", "path", "uri", "ref", "include", "exclude", "licence", "deps")
+"""The keys a manifest's source entry may have (what :func:`resolve` and the dependency
+resolver read)."""
+
+
 class ManifestError(ValueError):
     """The manifest is malformed (missing fields, unknown kind)."""
 
@@ -96,15 +101,29 @@ def load_manifest(path: Path | str) -> list[dict]:
     """Read and check a manifest; return its source entries.
 
     Raises:
-        ManifestError: not a mapping with a ``sources`` list, or an entry lacks what its kind needs.
+        ManifestError: not YAML, not a mapping with a (non-empty) ``sources`` list, an entry
+            with a key other than :data:`ENTRY_KEYS` (a misspelt key would be ignored
+            silently), or an entry that lacks what its kind needs.
     """
-    data = yaml.safe_load(Path(path).read_text())
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except yaml.YAMLError as exc:
+        raise ManifestError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
     if not isinstance(data, dict) or not isinstance(data.get("sources"), list):
         raise ManifestError(f"{path}: expected a mapping with a 'sources' list")
+    if set(data) != {"sources"}:
+        raise ManifestError(f"{path}: unknown keys {sorted(set(data) - {'sources'})}; a manifest "
+                            "holds only 'sources'")
+    if not data["sources"]:
+        raise ManifestError(f"{path}: the 'sources' list is empty")
     need = {"package": ("name",), "pypi": ("name",), "dir": ("name", "path"), "git": ("name", "uri")}
     for i, entry in enumerate(data["sources"]):
         if not isinstance(entry, dict) or entry.get("kind") not in need:
             raise ManifestError(f"{path}: source {i}: kind must be one of {sorted(need)}")
+        unknown = sorted(set(entry) - set(ENTRY_KEYS))
+        if unknown:
+            raise ManifestError(f"{path}: source {i} ({entry.get('name')}): unknown keys {unknown}; "
+                                f"allowed: {', '.join(ENTRY_KEYS)}")
         missing = [k for k in need[entry["kind"]] if not entry.get(k)]
         if missing:
             raise ManifestError(f"{path}: source {i} ({entry['kind']}): missing {missing}")
