@@ -14,12 +14,12 @@ default, through :func:`curate.measure.core.measure_problem` with ``stop_on_reje
 every problem is timed, and failed checks are reported as flags. KernelBench inputs are built
 by ``torch.manual_seed`` then ``get_inputs()`` under ``torch.device(device)``, so its
 ``torch.rand(...)`` calls allocate on the GPU directly; KernelBench's own loop builds them
-on the CPU and copies them, which is what made it slow (DESIGN.md section 5). Values differ
+on the CPU and copies them, which is what made it slow. Values differ
 (another generator) but not their distribution, and the timings do not depend on them.
 
-Published figures are means of 100 trials (PROVENANCE.md), so ratios compare our mean with
+Published figures are means of 100 trials (``curate/data/kernelbench/README.md``), so ratios compare our mean with
 them; our median is reported too. Two published level-1 entries describe code changed since
-(PROVENANCE.md: ``12_Matmul_with_diagonal_matrices_``, ``97_ScaledDotProductAttention``);
+(``curate/data/kernelbench/README.md``: ``12_Matmul_with_diagonal_matrices_``, ``97_ScaledDotProductAttention``);
 they are timed but left out of the ratio and correlation summaries.
 
 With ``--loop RESULTS.jsonl`` (the output of :mod:`curate.bench.kernelbench_loop`, a plain

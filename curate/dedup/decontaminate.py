@@ -20,8 +20,8 @@ A one-op match does not contaminate: mined ``torch.nn.ReLU`` and KernelBench
 convolution or matmul wrapper in mined code shares it with a level-1 problem: rejecting
 those would remove most of the single-op modules that torch.nn code is full of. The
 match is reported in ``kernelbench_nearest`` instead, and a copy of the level-1 file is
-still caught by MinHash. (For comparison, DESIGN.md section 4: CUDA-Agent keeps tasks whose
-AST similarity to KernelBench is < 0.9; KernelBook only matched KernelBench names.)
+still caught by MinHash. (For comparison, CUDA-Agent keeps tasks whose AST similarity to KernelBench is below
+0.9; KernelBook only matched KernelBench names.)
 
 Cost. Every document is compared with every reference signature (:func:`.minhash.query_pairs`);
 parsing is the expensive part (:func:`.ops.forward_ops`, a few ms per problem), so only two

@@ -8,7 +8,7 @@ share of equal signature slots; LSH banding (Indyk and Motwani 1998) proposes ca
 pairs, and a pair is kept only when its estimated Jaccard reaches the threshold. BigCode
 (The Stack) and text-dedup use the same recipe (5-gram shingles, threshold 0.7-0.8).
 
-Backends (figures: DESIGN.md section 5, 2-core CI machine, 128 permutations):
+Backends (figures: ``benchmarks/cpu-dedup.md``, 2-core CI machine, 128 permutations):
 
 - ``"rminhash"`` (default): R-MinHash (rensa 0.5's definition) over the 64-bit shingle
   hashes, computed by :mod:`curate.dedup.rminhash` (numba, GIL released; the same values

@@ -1,7 +1,7 @@
 """Token-level normalization and 5-gram shingles, one compiled pass per document.
 
 What dedup compares of a problem, computed without parsing it: the standard library's
-``ast`` reads about 6 MB/s per core (DESIGN.md section 5), too slow for 10^7 problems.
+``ast`` reads under 4 MB per CPU-second (``docs/figures.md``), too slow for 10^7 problems.
 A batch of documents goes to numba as one flat byte buffer (:mod:`.docpass`); each
 document is stripped (:mod:`.textscan`) and its tokens hashed and renamed
 (:mod:`.tokenpass`) in one pass, with the GIL released, so that threads can run batches

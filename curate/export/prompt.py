@@ -3,7 +3,7 @@
 The task follows KernelBench's setting (ScalingIntelligence/KernelBench): given a PyTorch
 reference ``Model``, write ``ModelNew`` with custom kernels and the same interface. The
 wording is ours. The rules it states are the ones the verifier enforces (see
-DESIGN.md section 3), so a policy is never rewarded for something the prompt forbids.
+``docs/verifier.md``), so a policy is never rewarded for something the prompt forbids.
 """
 
 from __future__ import annotations

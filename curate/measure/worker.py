@@ -1,7 +1,7 @@
 """Persistent measurement workers for the GPU, and the pool that feeds them.
 
 A fresh process that touches CUDA pays several seconds (5.5 s on the H100 machine, see
-DESIGN.md section 5) before its first kernel, so the GPU path keeps *spawned* worker
+``benchmarks/h100-measure.md``) before its first kernel, so the GPU path keeps *spawned* worker
 processes alive across problems: each imports torch, initialises CUDA and allocates the
 L2-flush buffer once, then answers tasks over a pipe. Two roles:
 

@@ -5,8 +5,8 @@ dependency closure (:mod:`curate.mine.closure`) works without syntax trees.
 
 Two indexers build the same :class:`FileIndex`:
 
-- :func:`index_source_ast` with the standard library's ``ast`` (about 9x faster to parse than
-  libcst on this corpus, see DESIGN.md section 5); statement source is cut from the file by
+- :func:`index_source_ast` with the standard library's ``ast`` (about 5x faster to parse than
+  libcst on torch's own sources, see ``docs/figures.md``); statement source is cut from the file by
   line numbers, with comments attached the way libcst attaches them (a comment block belongs
   to the statement below it; trailing comments indented into a block belong to that block);
 - :func:`curate.mine.index_cst.index_source_cst` with libcst, the reference, used when

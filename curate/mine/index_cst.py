@@ -1,7 +1,7 @@
 """The libcst indexer: the reference for :func:`curate.mine.index.index_source_ast`.
 
-Builds the same :class:`curate.mine.index.FileIndex` from a libcst tree. About 9x slower to
-parse than ``ast`` (DESIGN.md section 5), so :func:`curate.mine.index.index_source` uses it
+Builds the same :class:`curate.mine.index.FileIndex` from a libcst tree. About 5x slower to
+parse than ``ast`` (``docs/figures.md``), so :func:`curate.mine.index.index_source` uses it
 only for files ``ast`` cannot parse; tests check both agree on real package source.
 """
 

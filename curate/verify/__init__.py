@@ -1,8 +1,7 @@
 """The verifier: does a candidate ``ModelNew`` compile, match the reference, and run faster?
 
 See :func:`verify` (one candidate), :func:`verify_many` (a batch through a sandbox pool),
-:class:`VerifyResult`, :func:`extract_code` (the program in a model's reply) and DESIGN.md
-section 3. Imports only the standard library at import time; the sandboxed worker
+:class:`VerifyResult`, :func:`extract_code` (the program in a model's reply) and ``docs/verifier.md``. Imports only the standard library at import time; the sandboxed worker
 (:mod:`curate.verify.worker`) imports torch and triton.
 """
 

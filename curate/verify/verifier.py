@@ -2,7 +2,7 @@
 
 Every candidate runs in a :class:`curate.sandbox.Sandbox` process (time and memory
 limits, a private working directory); see :mod:`curate.verify.worker` for the steps and
-DESIGN.md section 3 for the rules. This module imports only the standard library (and
+``docs/verifier.md`` for the rules. This module imports only the standard library (and
 torch lazily, to resolve ``device="auto"``).
 """
 
@@ -15,7 +15,7 @@ from typing import Any, Iterable, Iterator
 from curate.sandbox import CRASH, ERROR, MEMORY, OK, TIMEOUT, Sandbox
 
 #: Speedups above this (x eager) are re-timed on fresh inputs and the slower timing kept
-#: (DESIGN.md section 3: "excessive speedups (> 10x) that do not survive a re-time").
+#: (an outsized speedup that does not survive a re-time is a measurement artefact or a cheat).
 SUSPICIOUS_SPEEDUP = 10.0
 
 
