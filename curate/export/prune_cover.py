@@ -62,7 +62,13 @@ class Coverage:
         forward: lines run inside ``model(*get_inputs())``.
         overrides: ``(class, method)`` pairs of the program's classes whose method overrides
             an attribute of a class outside the program.
-        failed: why a run failed (the first failure), or "".
+        failed: why a run failed before its forward (the first failure), or "": nothing
+            is concluded then.
+        partial: meta forwards of variants that raised inside torch (an operation meta
+            tensors may lack; their lines up to the error are recorded): methods are then
+            not pruned, since a forward that went further on a real device might call one.
+            Assertions and the program's own raises fail alike on every device and are
+            not listed.
     """
 
     imported: set[int] = field(default_factory=set)
@@ -70,6 +76,7 @@ class Coverage:
     forward: set[int] = field(default_factory=set)
     overrides: set[tuple[str, str]] = field(default_factory=set)
     failed: str = ""
+    partial: list[str] = field(default_factory=list)
 
     @property
     def any(self) -> set[int]:
@@ -109,14 +116,34 @@ def _run_traced(code: str, name: str, meta: bool, cov: Coverage) -> None:
             phase[0] = cov.imported
             inputs = ns["get_inputs"]()
             phase[0] = cov.forward
-            with torch.no_grad():
-                model(*inputs)
+            try:
+                with torch.no_grad():
+                    model(*inputs)
+            except Exception as exc:  # untrusted code: anything
+                if not meta:
+                    raise
+                if not _own_failure(exc, prefix):
+                    cov.partial.append(f"{type(exc).__name__}: {exc}"[:200])
     finally:
         sys.settrace(None)
     for v in list(ns.values()):
         if isinstance(v, type) and v.__module__ == name:
             outside = [c for c in v.__mro__[1:] if c.__module__ != name]
             cov.overrides.update((v.__name__, k) for k in vars(v) if any(hasattr(c, k) for c in outside))
+
+
+def _own_failure(exc: BaseException, prefix: str) -> bool:
+    """An assertion, or an exception the program raised itself (its own ``raise``): it
+    fails the same way on any device, so the run is complete where it stopped. Anything
+    raised inside torch may be an operation meta tensors lack."""
+    if isinstance(exc, AssertionError):
+        return True
+    tb = exc.__traceback__
+    last = None
+    while tb is not None:
+        last = tb.tb_frame.f_code.co_filename
+        tb = tb.tb_next
+    return bool(last and last.startswith(prefix))
 
 
 def trace(code: str, variants: list[str]) -> Coverage:
@@ -430,15 +457,41 @@ class CoverPruned:
     Attributes:
         code: the edited program (the input when nothing was edited).
         branches: branches replaced by a raise.
-        methods: ``Class.method`` names deleted.
+        methods: ``Class.method`` names deleted, and definitions only a registering
+            decorator named.
+        tables: the table entries deleted (``table[key]``).
     """
 
     code: str
     branches: int = 0
     methods: list[str] = field(default_factory=list)
+    tables: list[str] = field(default_factory=list)
 
 
-def cover_prune(code: str, cov: Coverage) -> CoverPruned:
+def _registrars(tree: ast.Module) -> set[str]:
+    """Top-level functions used as decorators that only record their argument in module
+    containers nothing else reads (timm's ``register_notrace_module`` adding to
+    ``_leaf_modules``): a definition they decorate can go without changing anything kept."""
+    funcs = {s.name: s for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    decorators = {n.id for s in tree.body for d in getattr(s, "decorator_list", [])
+                  for n in [d.func if isinstance(d, ast.Call) else d] if isinstance(n, ast.Name)}
+    out = set()
+    for name in decorators & set(funcs):
+        fn = funcs[name]
+        local = _params(fn) | set(_assignments(fn))
+        touched = {n.id for stmt in fn.body for n in ast.walk(stmt) if isinstance(n, ast.Name)
+                   and n.id not in local and not hasattr(builtins, n.id)}
+        if not touched:
+            continue
+        readers = [s for s in tree.body if s is not fn and touched & _names([s])
+                   and not (isinstance(s, ast.Assign) and {t.id for t in s.targets if isinstance(t, ast.Name)} <= touched
+                            and not _names([s.value]) - {"set", "dict", "list"})]
+        if not readers and all(isinstance(funcs.get(t), type(None)) for t in touched):
+            out.add(name)
+    return out
+
+
+def cover_prune(code: str, cov: Coverage, drop_entries: list[tuple[str, Any]] = ()) -> CoverPruned:
     """Edit ``code`` (the program :func:`trace` ran) per ``cov`` (see the module docstring).
 
     Whole lines are replaced or deleted; nothing is re-printed. Top-level definitions that
@@ -447,6 +500,9 @@ def cover_prune(code: str, cov: Coverage) -> CoverPruned:
     Args:
         code: the program; its module body must be the one the coverage was traced on.
         cov: the runs' coverage; a failed one gives no edits.
+        drop_entries: ``(table, key)`` lookup-table entries to delete as well
+            (:func:`curate.export.prune_usage.unused_entries`): what only they named is
+            then unmentioned here too.
     Returns:
         :class:`CoverPruned` (``code`` unchanged when ``cov.failed`` or nothing applies).
     Raises:
@@ -456,11 +512,19 @@ def cover_prune(code: str, cov: Coverage) -> CoverPruned:
 
     if cov.failed:
         return CoverPruned(code)
+    from curate.export.prune import table_entries
+
     head, sep, tail = code.partition(INPUTS_MARKER)
-    tree = ast.parse(head)
     text = head.splitlines(keepends=True)
     if text and not text[-1].endswith("\n"):
         text[-1] += "\n"
+    wanted = set(drop_entries)
+    entries = [e for e in table_entries(head) if (e.table, e.key) in wanted] if wanted else []
+    for e in entries:  # blanked, so that line numbers still match the coverage
+        for ln in range(e.first, e.last + 1):
+            text[ln - 1] = "\n"
+    head = "".join(text)
+    tree = ast.parse(head)
     module_names, static_globals = _static_globals(tree)
     if DYNAMIC_NAMES & _names([tree]):
         return CoverPruned(code)
@@ -474,7 +538,7 @@ def cover_prune(code: str, cov: Coverage) -> CoverPruned:
 
     # methods: never run, not dunders, not outside overrides, named nowhere that stays
     tail_names = _names([ast.parse(tail)]) if sep else set()
-    candidates = [(cls, fn) for cls, fn in _functions(tree) if cls is not None
+    candidates = [] if cov.partial else [(cls, fn) for cls, fn in _functions(tree) if cls is not None
                   and not _entered(fn.body, cov.any) and not (fn.name.startswith("__") and fn.name.endswith("__"))
                   and ((cls.name, fn.name) not in cov.overrides or fn.name in REPR_ONLY)]
     dropped: set[tuple[str, str]] = set()
@@ -505,6 +569,22 @@ def cover_prune(code: str, cov: Coverage) -> CoverPruned:
             a, b = _span([fn])
             edits.append(_Edit(a, b, []))
             gone.append(f"{cls.name}.{fn.name}")
+    # definitions only a registrar decorates, never run and named nowhere that stays
+    registrars = _registrars(tree)
+    if registrars and not cov.partial:
+        pruned_tree = _without(head, replaced, dropped)
+        keep, _ = reachable_statements(pruned_tree, tail_names | set(ROOTS))
+        for i, s in enumerate(tree.body):
+            decos = [d.func if isinstance(d, ast.Call) else d for d in getattr(s, "decorator_list", [])]
+            if not decos or not all(isinstance(d, ast.Name) and d.id in registrars for d in decos) \
+                    or _entered([s], cov.built | cov.forward):
+                continue
+            others = _names([x for j, (x, k) in enumerate(zip(pruned_tree.body, keep)) if k and j != i])
+            if s.name not in others | tail_names:
+                a, b = _span([s])
+                edits.append(_Edit(a, b, []))
+                gone.append(s.name)
+    edits += [_Edit(e.first, e.last, []) for e in entries]
     if not edits:
         return CoverPruned(code)
     out = list(text)
@@ -516,7 +596,8 @@ def cover_prune(code: str, cov: Coverage) -> CoverPruned:
         compile(new, "<cover-pruned>", "exec")
     except SyntaxError:
         return CoverPruned(code)
-    return CoverPruned(new, len(edits) - len(gone), gone)
+    return CoverPruned(new, len(edits) - len(gone) - len(entries), gone,
+                       [f"{e.table}[{e.key!r}]" for e in entries])
 
 
 def _without(head: str, replaced: set[tuple[int, int]], dropped: set[tuple[str, str]]) -> ast.Module:
@@ -540,7 +621,9 @@ def _without(head: str, replaced: set[tuple[int, int]], dropped: set[tuple[str, 
 
 # ---------------------------------------------------------------- proof on meta
 
-def _meta_signature(code: str, name: str) -> list:
+def _meta_signature(code: str, name: str, forward_error: bool = False) -> list:
+    """Structure, dtypes and shapes of the outputs and ``state_dict`` on ``meta``; with
+    ``forward_error``, an exception of the forward is the signature (type and message)."""
     import torch
 
     from curate.export.prune import _flatten
@@ -553,8 +636,14 @@ def _meta_signature(code: str, name: str) -> list:
             ns = exec_source(code, name)
             model = ns["Model"](*ns["get_init_inputs"]())
             model.to("meta")  # a constructor that wraps torch.empty builds on the CPU
-            with torch.no_grad():
-                out = model(*ns["get_inputs"]())
+            inputs = ns["get_inputs"]()
+            try:
+                with torch.no_grad():
+                    out = model(*inputs)
+            except Exception as exc:
+                if not forward_error:
+                    raise
+                return [("raised", type(exc).__name__, str(exc)[:200])]
     finally:
         sys.modules.pop(name, None)
     flat: list = []
@@ -569,13 +658,17 @@ def check_meta(pairs: list[tuple[str, str]]) -> dict[str, Any]:
     compare outputs and ``state_dict`` by structure, dtype and shape (meta tensors hold no
     values).
 
+    An original whose forward raises on ``meta`` (an assertion on a shape, an op meta
+    tensors lack) is matched by the same exception type and message.
+
     Returns:
-        ``{"same": bool, "detail": str}``; a failure of an original propagates.
+        ``{"same": bool, "detail": str}``; a failure of an original outside its forward
+        propagates.
     """
     for j, (original, pruned) in enumerate(pairs):
-        ref = _meta_signature(original, f"_curate_meta_o{j}")
+        ref = _meta_signature(original, f"_curate_meta_o{j}", forward_error=True)
         try:
-            new = _meta_signature(pruned, f"_curate_meta_p{j}")
+            new = _meta_signature(pruned, f"_curate_meta_p{j}", forward_error=True)
         except Exception as exc:  # untrusted code: anything
             return {"same": False, "detail": f"pruned variant failed: {type(exc).__name__}: {exc}"[:500]}
         if len(ref) != len(new) or any(not _eq(a, b) for a, b in zip(ref, new)):

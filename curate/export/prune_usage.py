@@ -165,13 +165,13 @@ def prune_task(original: str, variants: list[str], seed: int = 0) -> dict:
     try:
         cov = trace(original, variants)
         cover_info = {"failed": cov.failed} if cov.failed else {}
-        edited = cover_prune(original, cov)
+        edited = cover_prune(original, cov, drop)
     except Exception as exc:  # untrusted code, or source the edits cannot handle
         cover_info = {"failed": f"{type(exc).__name__}: {exc}"[:300]}
         edited = None
     if edited is not None and edited.code != original:
-        by_cover = prune_source(edited.code, drop)
-        tried.append((by_cover.code, [r for r in by_cover.removed if "[" in r],
+        by_cover = prune_source(edited.code)
+        tried.append((by_cover.code, edited.tables,
                       {"branches": edited.branches, "methods": edited.methods}))
     if drop:
         by_usage = prune_source(original, drop)
