@@ -2,9 +2,12 @@
 
 Variants of one base problem share the module body before the inputs marker, so the body is
 pruned once per distinct body, in a sandboxed process (:func:`curate.export.prune_usage.prune_task`)
-at the mined inputs of one representative row (the base problem's variant 0 when present):
-first with the lookup-table entries no run used deleted (:mod:`curate.export.prune_usage`),
-then, if that does not prove out, by the static pass alone. A pruned program is proven by
+at the mined inputs of one representative row (the base problem's variant 0 when present),
+with the body's other programs (every row's own inputs, every shape variant) traced on the
+``meta`` device: first with unreached constructor branches and unused methods removed
+(:mod:`curate.export.prune_cover`) and the lookup-table entries no run used deleted
+(:mod:`curate.export.prune_usage`), then with the table entries alone, then by the static
+pass alone, the first that proves out winning. A pruned program is proven by
 running it and the original with the same seed (:func:`curate.export.prune.check_task`);
 only when outputs and parameters are identical does every row with that body get the
 pruned body (and keep its own inputs block). Otherwise, and when the original itself fails
