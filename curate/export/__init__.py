@@ -11,7 +11,8 @@ stage folder that exists) and writes ``OUT/export/``::
     README.md                           dataset card: YAML metadata and the run's figures
 
 Each row's ``code`` is first pruned to what ``Model`` and the input functions reach
-(:mod:`.prune`, proven by running both programs, :mod:`.prune_table`); its ``prompt`` (the
+(:mod:`.prune`, :mod:`.prune_usage`, :mod:`.prune_cover`; proven by running both programs,
+:mod:`.prune_table`); its ``prompt`` (the
 user message, :mod:`.prompt`) and ``prompt_tokens`` (:mod:`.tokens`) follow.
 
 Rows in = rows of the input table; a row is rejected when it has no ``code``

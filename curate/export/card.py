@@ -260,12 +260,17 @@ def prompt_section(token_stats: dict[str, Any] | None, prune_stats: dict[str, An
         kept = ", ".join(f"{k} {v:,}" for k, v in sorted((p.get("kept_by_reason") or {}).items()))
         lines.append(
             f"Reference programs are pruned to what `Model`, `get_inputs` and `get_init_inputs` "
-            f"reach (unreachable definitions, docstrings and comments removed, and entries of "
-            f"lookup tables such as timm's activation table that no run of the program used); "
+            f"reach (unreachable definitions, docstrings and comments removed, entries of "
+            f"lookup tables such as timm's activation table that no run of the program used, "
+            f"constructor-time branches decided by constructor arguments that no run, over "
+            f"every row's inputs and shape variant, entered (replaced by "
+            f"`raise NotImplementedError`), and methods that never ran and nothing names); "
             f"each pruned program was run against its original with the same seed and replaced "
-            f"it only when outputs and parameters were identical. Pruned: {p['pruned']:,} of "
+            f"it only when outputs and parameters were identical (and every variant built and "
+            f"ran with the same shapes on the meta device). Pruned: {p['pruned']:,} of "
             f"{p['bodies']:,} distinct programs, {p.get('by_usage', 0):,} of them with unused "
-            f"table entries removed ({p['rows_pruned']:,} rows; column `pruned` in "
+            f"table entries removed, {p.get('by_coverage', 0):,} with unreached branches or "
+            f"unused methods removed ({p['rows_pruned']:,} rows; column `pruned` in "
             f"the `measurements` config); left as they were: {kept or 'none'}. Characters "
             f"over all rows: {p['chars_before']:,} before, {p['chars_after']:,} after.")
     return "\n\n".join(lines) + "\n"

@@ -2,9 +2,12 @@
 
 Variants of one base problem share the module body before the inputs marker, so the body is
 pruned once per distinct body, in a sandboxed process (:func:`curate.export.prune_usage.prune_task`)
-at the mined inputs of one representative row (the base problem's variant 0 when present):
-first with the lookup-table entries no run used deleted (:mod:`curate.export.prune_usage`),
-then, if that does not prove out, by the static pass alone. A pruned program is proven by
+at the mined inputs of one representative row (the base problem's variant 0 when present),
+with the body's other programs (every row's own inputs, every shape variant) traced on the
+``meta`` device: first with unreached constructor branches and unused methods removed
+(:mod:`curate.export.prune_cover`) and the lookup-table entries no run used deleted
+(:mod:`curate.export.prune_usage`), then with the table entries alone, then by the static
+pass alone, the first that proves out winning. A pruned program is proven by
 running it and the original with the same seed (:func:`curate.export.prune.check_task`);
 only when outputs and parameters are identical does every row with that body get the
 pruned body (and keep its own inputs block). Otherwise, and when the original itself fails
@@ -17,6 +20,7 @@ Proven results are cached in ``<cache>`` (JSON lines keyed by the original progr
 
 from __future__ import annotations
 
+import ast
 import json
 from collections import Counter
 from pathlib import Path
@@ -24,7 +28,7 @@ from typing import Any
 
 import polars as pl
 
-from curate.export.prune import PRUNE_VERSION, prune_source, table_entries
+from curate.export.prune import PRUNE_VERSION
 from curate.export.prune_usage import prune_task
 from curate.journal import content_key
 from curate.problem import INPUTS_MARKER, mined_inputs, replace_inputs
@@ -60,6 +64,8 @@ def prune_codes(df: pl.DataFrame, cache: Path | None = None, workers: int | None
         ``(table, stats)``: ``table`` has the pruned ``code`` and two more columns,
         ``pruned`` (bool) and ``code_chars_unpruned`` (int); ``stats`` counts bodies
         ``checked``, ``pruned``, ``by_usage`` (pruned with unused table entries deleted),
+        ``by_coverage`` (pruned with unreached constructor branches or unused methods
+        removed, :mod:`curate.export.prune_cover`),
         ``kept_by_reason`` (``unchanged``, ``outputs differ``, ``pruned program failed``,
         ``original failed``, ``timeout`` ...) and ``chars_before``/``chars_after`` summed
         over rows.
@@ -85,28 +91,30 @@ def prune_codes(df: pl.DataFrame, cache: Path | None = None, workers: int | None
     rep: dict[str, int] = {}
     for i in order:
         rep.setdefault(heads[i], i)
-    # rows of one body built with other constructor arguments than the proof's: usage
-    # pruning records their constructors too (one program per distinct argument list)
-    others: dict[str, dict[str, str]] = {}
+    # every other program of a body (rows' own inputs, their shape variants, held-out ones
+    # included): usage and coverage pruning trace their constructors and forwards on meta
+    others: dict[str, dict[str, None]] = {}
+    shape_variants = df["shape_variants"].to_list() if "shape_variants" in df.columns else [None] * len(codes)
     for i, code in enumerate(codes):
-        init = code.partition(INPUTS_MARKER)[2].partition("def get_init_inputs")[2]
-        others.setdefault(heads[i], {}).setdefault(init, code)
+        mine = others.setdefault(heads[i], {})
+        mine[code] = None
+        for spec, init in _shape_variants(shape_variants[i]):
+            try:
+                mine[replace_inputs(code, spec, init)] = None
+            except ValueError:
+                continue
     done = _load_cache(cache) if cache else {}
     new_head: dict[str, str] = {}
     kept = Counter()
     todo: list[tuple[str, str, str, list[str], int]] = []  # (head, key, original, variants, row)
     for head, i in rep.items():
-        result = prune_source(codes[i])
         try:
-            tables = bool(table_entries(codes[i]))
+            ast.parse(codes[i])
         except SyntaxError:
-            tables = False
-        if not tables and (not result.changed or result.code == codes[i]):
             kept["unchanged"] += 1
             continue
         proof = at_mined(codes[i], i)
-        mine = proof.partition(INPUTS_MARKER)[2].partition("def get_init_inputs")[2]
-        variants = [c for init, c in others[head].items() if init != mine] if tables else []
+        variants = [c for c in others[head] if c != proof]
         key = content_key("prune", PRUNE_VERSION, seed, proof, variants)
         if key in done:
             _apply(done[key], head, new_head, kept)
@@ -124,6 +132,7 @@ def prune_codes(df: pl.DataFrame, cache: Path | None = None, workers: int | None
                           "detail": f"original failed: {outcome.status}: "
                                     f"{outcome.error.splitlines()[0] if outcome.error else ''}"[:300]})
                 value = {"same": value["same"], "detail": value["detail"], "tables": value["tables"],
+                         "cover": value.get("cover", {}),
                          "pruned_head": value["pruned"].partition(INPUTS_MARKER)[0] if value["same"] else None}
                 if out and (outcome.ok or outcome.status == "error"):  # not a timeout of a busy machine
                     out.write(json.dumps({"key": key, "value": value}) + "\n")
@@ -144,10 +153,33 @@ def prune_codes(df: pl.DataFrame, cache: Path | None = None, workers: int | None
                             pl.Series("pruned", flags, dtype=pl.Boolean),
                             pl.Series("code_chars_unpruned", [len(c) for c in codes], dtype=pl.Int64))
     by_usage = kept.pop("by_usage", 0)
+    by_coverage = kept.pop("by_coverage", 0)
     stats = {"bodies": len(rep), "checked": len(todo), "pruned": len(new_head), "by_usage": by_usage,
+             "by_coverage": by_coverage,
              "rows_pruned": sum(flags), "kept_by_reason": dict(kept),
              "chars_before": sum(len(c) for c in codes), "chars_after": sum(len(c) for c in new_codes)}
     return table, stats
+
+
+def _shape_variants(value: Any) -> list[tuple[list, list]]:
+    """``(input_spec, init_args)`` of a row's ``shape_variants`` (a JSON list of
+    ``{"input_spec", "init_args", ...}``, or the list itself); malformed entries are skipped."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            return []
+    out = []
+    for v in value if isinstance(value, list) else []:
+        if isinstance(v, dict) and isinstance(v.get("input_spec"), list):
+            init = v.get("init_args", [])
+            if isinstance(init, str):
+                try:
+                    init = json.loads(init)
+                except json.JSONDecodeError:
+                    continue
+            out.append((v["input_spec"], init if isinstance(init, list) else []))
+    return out
 
 
 def _apply(value: dict[str, Any], head: str, new_head: dict[str, str], kept: Counter) -> None:
@@ -155,5 +187,7 @@ def _apply(value: dict[str, Any], head: str, new_head: dict[str, str], kept: Cou
         new_head[head] = value["pruned_head"]
         if value.get("tables"):
             kept["by_usage"] += 1  # not a reason to keep: pruned, table entries included
+        if value.get("cover", {}).get("branches") or value.get("cover", {}).get("methods"):
+            kept["by_coverage"] += 1
     else:
         kept[value["detail"].split(":")[0] or "outputs differ"] += 1

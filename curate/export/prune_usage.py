@@ -22,6 +22,7 @@ import sys
 from typing import Any
 
 from curate.export.prune import check_task, prune_source, table_entries
+from curate.problem import INPUTS_MARKER
 
 
 def _record(code: str, name: str, meta: bool, forward: bool, codes: set, models: list) -> None:
@@ -128,20 +129,31 @@ def prune_task(original: str, variants: list[str], seed: int = 0) -> dict:
     """Prune ``original`` and prove it (a sandbox task; module level so it pickles by
     reference).
 
-    First the usage-pruned program (unused table entries deleted, then the static pass);
-    when it does not give identical outputs, the statically pruned program.
+    Candidates, tried in this order until one is proven: the coverage-pruned program
+    (:mod:`curate.export.prune_cover`: unreached constructor branches and unused methods
+    removed, unused table entries deleted, then the static pass), the usage-pruned program
+    (unused table entries deleted, then the static pass), the statically pruned program.
+    Each is proven by :func:`curate.export.prune.check_task` (same seed, identical outputs
+    and parameters at ``original``'s inputs); a candidate with coverage edits must also build
+    and run every variant on the ``meta`` device with the original's output and parameter
+    shapes (:func:`curate.export.prune_cover.check_meta`).
 
     Args:
         original: the program at the inputs the proof runs at.
-        variants: the programs of the exported rows sharing its module body.
+        variants: the other programs sharing its module body (other rows' inputs blocks,
+            shape variants); their constructors and forwards are traced on ``meta``.
         seed: the proof's seed.
     Returns:
-        ``{"same": bool, "detail": str, "pruned": str | None, "tables": list[str]}``:
-        ``pruned`` is the proven program (None when neither was proven), ``tables`` the
-        table entries it deleted, ``detail`` why the last attempt was rejected.
+        ``{"same": bool, "detail": str, "pruned": str | None, "tables": list[str],
+        "cover": dict}``: ``pruned`` is the proven program (None when none was proven),
+        ``tables`` the table entries it deleted, ``cover`` the coverage edits it holds
+        (``branches``, ``methods``; empty when another candidate won) or why none were
+        proposed (``failed``), ``detail`` why the last attempt was rejected.
     """
+    from curate.export.prune_cover import check_meta, cover_prune, trace
+
     static = prune_source(original)
-    tried: list[tuple[str, list[str]]] = []
+    tried: list[tuple[str, list[str], dict]] = []
     try:
         drop = unused_entries(original, variants)
     except Exception:  # untrusted code: a run that fails here proves nothing
@@ -149,16 +161,34 @@ def prune_task(original: str, variants: list[str], seed: int = 0) -> dict:
     finally:
         for n in [n for n in sys.modules if n.startswith("_curate_usage")]:
             sys.modules.pop(n, None)
+    cover_info: dict = {}
+    try:
+        cov = trace(original, variants)
+        cover_info = {"failed": cov.failed} if cov.failed else {}
+        edited = cover_prune(original, cov, drop)
+    except Exception as exc:  # untrusted code, or source the edits cannot handle
+        cover_info = {"failed": f"{type(exc).__name__}: {exc}"[:300]}
+        edited = None
+    if edited is not None and edited.code != original:
+        by_cover = prune_source(edited.code)
+        tried.append((by_cover.code, edited.tables,
+                      {"branches": edited.branches, "methods": edited.methods}))
     if drop:
         by_usage = prune_source(original, drop)
         if by_usage.code != static.code:
-            tried.append((by_usage.code, [r for r in by_usage.removed if "[" in r]))
+            tried.append((by_usage.code, [r for r in by_usage.removed if "[" in r], {}))
     if static.changed and static.code != original:
-        tried.append((static.code, []))
-    result = {"same": False, "detail": "unchanged", "pruned": None, "tables": []}
-    for code, tables in tried:
+        tried.append((static.code, [], {}))
+    result = {"same": False, "detail": "unchanged", "pruned": None, "tables": [], "cover": cover_info}
+    head = original.partition(INPUTS_MARKER)[0]
+    for code, tables, cover in tried:
         check = check_task(original, code, seed)
+        if check["same"] and cover:
+            new_head = code.partition(INPUTS_MARKER)[0]
+            pairs = [(v, new_head + v[len(head):]) for v in dict.fromkeys(variants)
+                     if v != original and v.startswith(head)]
+            check = check_meta(pairs)
         if check["same"]:
-            return {"same": True, "detail": "", "pruned": code, "tables": tables}
+            return {"same": True, "detail": "", "pruned": code, "tables": tables, "cover": cover}
         result["detail"] = check["detail"]
     return result

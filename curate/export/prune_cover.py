@@ -1,0 +1,683 @@
+"""Prune what a problem's runs never executed: constructor-time branches and unused methods.
+
+timm's factories (``create_conv2d``, ``create_aa``, ``create_rope_embed`` ...) choose a class
+from their arguments in ``if``/``elif`` chains, so every class any argument could pick stays
+reachable to a static pass although one problem builds one. This pass runs the program under
+a line tracer (:func:`trace`) and edits it (:func:`cover_prune`):
+
+- in a function that ran while ``Model`` was constructed and never during a forward or at
+  import, an ``if`` body, ``else`` block or ``elif`` chain that no run entered is replaced by
+  ``raise NotImplementedError(...)``, and so are the statements after an ``if`` that always
+  returned; only where the deciding condition reads nothing but the function's arguments
+  and what is computed from them (:func:`arg_only`), so that it is decided by
+  ``get_init_inputs()``, not by tensor shapes, the device, the environment or a global flag;
+- a method of a class of the program that never ran, whose name nothing left in the program
+  mentions (attribute, name or string), which is not a dunder and does not override a
+  method of a class outside the program (``nn.Module``'s ``_apply``, ``train``,
+  ``_load_from_state_dict`` ... stay: a harness calls those) is deleted; ``extra_repr`` is
+  the one override that goes (it only formats ``repr``).
+
+Then :func:`curate.export.prune.prune_source` drops the definitions only the removed code
+named. The runs are the program at its proven inputs (CPU: constructor and forward) and each
+variant program sharing its module body (every exported row's inputs and its shape variants,
+held-out ones included) on the ``meta`` device, constructor and forward: a branch a variant's
+constructor takes is entered, so it is kept. When a variant's meta run fails, nothing is
+concluded (the pass proposes nothing). :func:`check_meta` is the variants' half of the proof:
+the pruned program must build and run every variant on ``meta`` with the same output and
+parameter shapes as the original.
+
+Limit: a condition computed from an argument that a caller derived from the environment (a
+parent module passing ``torch.cuda.is_available()`` down) looks argument-only here; the
+proof runs on this machine only.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import sys
+from dataclasses import dataclass, field
+from typing import Any
+
+from curate.problem import INPUTS_MARKER
+
+#: Statement that stands for a removed branch.
+RAISE = 'raise NotImplementedError("pruned: not reached by this problem")'
+#: Builtins a constructor-time condition may call (pure functions of their arguments).
+SAFE_CALLS = frozenset({
+    "isinstance", "issubclass", "len", "callable", "hasattr", "getattr", "type", "tuple", "list",
+    "int", "float", "str", "bool", "all", "any", "min", "max", "sum", "set", "dict", "frozenset",
+    "abs", "round", "sorted", "zip", "range", "enumerate", "divmod", "id"})
+#: Overrides of outside methods that only format ``repr`` (dropped when they never ran).
+REPR_ONLY = frozenset({"extra_repr"})
+
+
+@dataclass
+class Coverage:
+    """Lines of the module body each phase executed (1-based, the body's own numbering).
+
+    Attributes:
+        imported: lines run while the module was executed.
+        built: lines run inside ``Model(*get_init_inputs())``.
+        forward: lines run inside ``model(*get_inputs())``.
+        overrides: ``(class, method)`` pairs of the program's classes whose method overrides
+            an attribute of a class outside the program.
+        failed: why a run failed before its forward (the first failure), or "": nothing
+            is concluded then.
+        partial: meta forwards of variants that raised inside torch (an operation meta
+            tensors may lack; their lines up to the error are recorded): methods are then
+            not pruned, since a forward that went further on a real device might call one.
+            Assertions and the program's own raises fail alike on every device and are
+            not listed.
+    """
+
+    imported: set[int] = field(default_factory=set)
+    built: set[int] = field(default_factory=set)
+    forward: set[int] = field(default_factory=set)
+    overrides: set[tuple[str, str]] = field(default_factory=set)
+    failed: str = ""
+    partial: list[str] = field(default_factory=list)
+
+    @property
+    def any(self) -> set[int]:
+        return self.imported | self.built | self.forward
+
+
+def _run_traced(code: str, name: str, meta: bool, cov: Coverage) -> None:
+    import torch
+
+    from curate.problem import exec_source
+
+    prefix = f"<{name} "
+    phase = [cov.imported]
+
+    def local(frame, event, arg):
+        if event == "line":
+            phase[0].add(frame.f_lineno)
+        return local
+
+    def trace(frame, event, arg):
+        if frame.f_code.co_filename.startswith(prefix):
+            phase[0].add(frame.f_lineno)
+            return local
+        return None  # torch's own frames run untraced
+
+    torch.manual_seed(0)
+    ctx = torch.device("meta") if meta else torch.device("cpu")
+    sys.settrace(trace)
+    try:
+        with ctx:
+            ns = exec_source(code, name)
+            init = ns["get_init_inputs"]()
+            phase[0] = cov.built
+            model = ns["Model"](*init)
+            if meta:
+                model.to("meta")  # a constructor that wraps torch.empty builds on the CPU
+            phase[0] = cov.imported
+            inputs = ns["get_inputs"]()
+            phase[0] = cov.forward
+            try:
+                with torch.no_grad():
+                    model(*inputs)
+            except Exception as exc:  # untrusted code: anything
+                if not meta:
+                    raise
+                if not _own_failure(exc, prefix):
+                    cov.partial.append(f"{type(exc).__name__}: {exc}"[:200])
+    finally:
+        sys.settrace(None)
+    for v in list(ns.values()):
+        if isinstance(v, type) and v.__module__ == name:
+            outside = [c for c in v.__mro__[1:] if c.__module__ != name]
+            cov.overrides.update((v.__name__, k) for k in vars(v) if any(hasattr(c, k) for c in outside))
+
+
+def _own_failure(exc: BaseException, prefix: str) -> bool:
+    """An assertion, or an exception the program raised itself (its own ``raise``): it
+    fails the same way on any device, so the run is complete where it stopped. Anything
+    raised inside torch may be an operation meta tensors lack."""
+    if isinstance(exc, AssertionError):
+        return True
+    tb = exc.__traceback__
+    last = None
+    while tb is not None:
+        last = tb.tb_frame.f_code.co_filename
+        tb = tb.tb_next
+    return bool(last and last.startswith(prefix))
+
+
+def trace(code: str, variants: list[str]) -> Coverage:
+    """Run ``code`` on the CPU and each of ``variants`` on the ``meta`` device (module,
+    constructor, forward) under a line tracer of the program's own frames.
+
+    Args:
+        code: a program (module body + inputs block) at inputs a CPU runs quickly.
+        variants: programs with the same module body and other inputs blocks.
+    Returns:
+        :class:`Coverage` over all runs; ``failed`` says which run raised (the caller then
+        concludes nothing). The runs' modules are left out of ``sys.modules``.
+    """
+    cov = Coverage()
+    runs = [(code, False)] + [(v, True) for v in dict.fromkeys(variants) if v != code]
+    for j, (program, meta) in enumerate(runs):
+        name = f"_curate_cover{j}"
+        try:
+            _run_traced(program, name, meta, cov)
+        except Exception as exc:  # untrusted code: anything
+            cov.failed = f"{'meta' if meta else 'cpu'} run {j}: {type(exc).__name__}: {exc}"[:300]
+            return cov
+        finally:
+            sys.modules.pop(name, None)
+    return cov
+
+
+# ---------------------------------------------------------------- conditions
+
+def _params(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> set[str]:
+    a = fn.args
+    names = [x.arg for x in a.posonlyargs + a.args + a.kwonlyargs]
+    names += [x.arg for x in (a.vararg, a.kwarg) if x is not None]
+    return set(names)
+
+
+def _assignments(fn: ast.AST) -> dict[str, list[ast.AST | None]]:
+    """Local name -> the expressions assigned to it in ``fn`` (None: bound some way whose
+    value cannot be judged, such as ``with ... as`` or an import)."""
+    out: dict[str, list[ast.AST | None]] = {}
+
+    def bind(target: ast.AST, value: ast.AST | None) -> None:
+        if isinstance(target, ast.Name):
+            out.setdefault(target.id, []).append(value)
+        elif isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name):
+            out.setdefault(f"{target.value.id}.{target.attr}", []).append(value)
+        elif isinstance(target, (ast.Tuple, ast.List)):
+            for t in target.elts:
+                bind(t.value if isinstance(t, ast.Starred) else t, value)
+
+    for n in ast.walk(fn):
+        if isinstance(n, ast.Assign):
+            for t in n.targets:
+                bind(t, n.value)
+        elif isinstance(n, (ast.AugAssign, ast.AnnAssign)):
+            bind(n.target, n.value)
+        elif isinstance(n, ast.NamedExpr):
+            bind(n.target, n.value)
+        elif isinstance(n, (ast.For, ast.AsyncFor, ast.comprehension)):
+            bind(n.target, n.iter)
+        elif isinstance(n, (ast.With, ast.AsyncWith)):
+            for item in n.items:
+                if item.optional_vars is not None:
+                    bind(item.optional_vars, None)
+        elif isinstance(n, (ast.Import, ast.ImportFrom)):
+            for a in n.names:
+                out.setdefault((a.asname or a.name).partition(".")[0], []).append(None)
+        elif isinstance(n, ast.ExceptHandler) and n.name:
+            out.setdefault(n.name, []).append(None)
+        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)) and n is not fn:
+            if not isinstance(n, ast.Lambda):
+                out.setdefault(n.name, []).append(None)
+    return out
+
+
+@dataclass
+class _Scope:
+    fn: ast.FunctionDef | ast.AsyncFunctionDef
+    params: set[str]
+    assigned: dict[str, list[ast.AST | None]]
+    static_globals: set[str]
+    module_names: set[str]
+
+
+def arg_only(expr: ast.AST, scope: _Scope, seen: frozenset[str] = frozenset()) -> bool:
+    """Whether ``expr`` (a condition inside ``scope.fn``) reads only the function's
+    arguments, locals computed from them, literals, classes and functions of the module
+    that it does not call, imported modules' attributes that it does not call, and the pure
+    builtins of :data:`SAFE_CALLS`."""
+    comp_targets = {t.id for n in ast.walk(expr) if isinstance(n, ast.comprehension)
+                    for t in ast.walk(n.target) if isinstance(t, ast.Name)}
+    for n in ast.walk(expr):
+        if isinstance(n, (ast.Await, ast.Yield, ast.YieldFrom, ast.Lambda)):
+            return False
+        if isinstance(n, ast.Call):
+            f = n.func
+            if isinstance(f, ast.Name):
+                if f.id not in SAFE_CALLS or f.id in scope.module_names or f.id in scope.assigned:
+                    return False
+            elif isinstance(f, ast.Attribute):
+                root = f
+                while isinstance(root, ast.Attribute):
+                    root = root.value
+                # methods of the arguments (kwargs.get, name.lower): not of self, whose
+                # methods may read anything
+                if not (isinstance(root, ast.Name) and root.id != "self"
+                        and (root.id in scope.params or root.id in scope.assigned)):
+                    return False
+            else:
+                return False
+        elif isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self":
+            key = f"self.{n.attr}"
+            if n.attr == "training" or key in seen:
+                return False if n.attr == "training" else True
+            for v in scope.assigned.get(key, []):
+                if v is None or not arg_only(v, scope, seen | {key}):
+                    return False
+        elif isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load):
+            name = n.id
+            if name in comp_targets or name in seen:
+                continue
+            if name in scope.assigned and name not in scope.params:
+                for v in scope.assigned[name]:
+                    if v is None or not arg_only(v, scope, seen | {name}):
+                        return False
+            elif name in scope.params:
+                continue
+            elif name in scope.module_names:
+                if name not in scope.static_globals:
+                    return False
+            elif not hasattr(builtins, name):
+                return False  # a free variable of an enclosing function: not judged
+    return True
+
+
+def _static_globals(tree: ast.Module) -> tuple[set[str], set[str]]:
+    """(names bound at module level, those bound only to a class, a function, an import or a
+    display/``dict()`` of names and literals: values no environment changes)."""
+    bound: dict[str, list[bool]] = {}
+    for s in tree.body:
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.setdefault(s.name, []).append(True)
+        elif isinstance(s, (ast.Import, ast.ImportFrom)):
+            for a in s.names:
+                bound.setdefault((a.asname or a.name).partition(".")[0], []).append(True)
+        elif isinstance(s, (ast.Assign, ast.AnnAssign)):
+            targets = s.targets if isinstance(s, ast.Assign) else [s.target]
+            ok = s.value is not None and all(
+                not isinstance(n, ast.Call) or (isinstance(n.func, ast.Name)
+                                                 and n.func.id in ("dict", "set", "frozenset", "tuple"))
+                for n in ast.walk(s.value))
+            for t in targets:
+                for x in ast.walk(t):
+                    if isinstance(x, ast.Name):
+                        bound.setdefault(x.id, []).append(ok)
+        else:
+            for x in ast.walk(s):  # try/if blocks at module level: bound, not judged static
+                if isinstance(x, ast.Name) and isinstance(x.ctx, ast.Store):
+                    bound.setdefault(x.id, []).append(False)
+                elif isinstance(x, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    bound.setdefault(x.name, []).append(False)
+                elif isinstance(x, (ast.Import, ast.ImportFrom)):
+                    for a in x.names:
+                        bound.setdefault((a.asname or a.name).partition(".")[0], []).append(False)
+    return set(bound), {k for k, v in bound.items() if all(v)}
+
+
+# ---------------------------------------------------------------- decisions
+
+def _span(block: list[ast.stmt]) -> tuple[int, int]:
+    first = min([block[0].lineno] + [d.lineno for d in getattr(block[0], "decorator_list", [])])
+    return first, block[-1].end_lineno or block[-1].lineno
+
+
+def _entered(block: list[ast.stmt], lines: set[int]) -> bool:
+    a, b = _span(block)
+    return any(a <= ln <= b for ln in lines)
+
+
+def _owns(block: list[ast.stmt], text: list[str]) -> bool:
+    """The block's statements start and end lines of their own (no ``if x: y`` one-liners)."""
+    first, last = block[0], block[-1]
+    head = text[first.lineno - 1].encode()[:first.col_offset]
+    tail = text[(last.end_lineno or last.lineno) - 1].encode()[last.end_col_offset:]
+    return not head.strip() and not tail.split(b"#", 1)[0].strip() and \
+        not any(text[d.lineno - 1].encode()[:d.col_offset].strip()
+                for d in getattr(first, "decorator_list", []))
+
+
+def _worth(block: list[ast.stmt]) -> bool:
+    """More than one line, or a name the raise would not keep: the edit saves something."""
+    a, b = _span(block)
+    return b > a or not (len(block) == 1 and isinstance(block[0], (ast.Raise, ast.Pass, ast.Return))
+                         and not any(isinstance(n, ast.Call) for n in ast.walk(block[0])))
+
+
+def _always_leaves(block: list[ast.stmt]) -> bool:
+    return bool(block) and isinstance(block[-1], (ast.Return, ast.Raise))
+
+
+@dataclass
+class _Edit:
+    first: int
+    last: int
+    lines: list[str]  # replacement (with newlines)
+
+
+def _branch_edits(fn: ast.FunctionDef | ast.AsyncFunctionDef, scope: _Scope, cov: Coverage,
+                  text: list[str]) -> list[_Edit]:
+    edits: list[_Edit] = []
+    lines = cov.any
+
+    def raise_at(col: int) -> str:
+        return " " * col + RAISE + "\n"
+
+    def visit_block(block: list[ast.stmt]) -> None:
+        for k, s in enumerate(block):
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                continue  # nested definitions: judged by their own runs, not here
+            if isinstance(s, ast.If):
+                visit_if(s)
+                rest = block[k + 1:]
+                if rest and _always_leaves(s.body) and not s.orelse and _entered([s], lines) \
+                        and not _entered(rest, lines) and _owns(rest, text) and _worth(rest) \
+                        and arg_only(s.test, scope):
+                    a, b = _span(rest)
+                    edits.append(_Edit(a, b, [raise_at(rest[0].col_offset)]))
+                    return
+            else:
+                for attr in ("body", "orelse", "finalbody"):
+                    inner = getattr(s, attr, None)
+                    if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                        visit_block(inner)
+                for h in getattr(s, "handlers", []):
+                    visit_block(h.body)
+
+    def visit_if(s: ast.If) -> None:
+        if not _entered([s], lines):
+            return
+        judged = None
+
+        def decided() -> bool:
+            nonlocal judged
+            if judged is None:
+                judged = arg_only(s.test, scope)
+            return judged
+
+        if not _entered(s.body, lines):
+            if _owns(s.body, text) and _worth(s.body) and decided():
+                a, b = _span(s.body)
+                edits.append(_Edit(a, b, [raise_at(s.body[0].col_offset)]))
+        else:
+            visit_block(s.body)
+        if not s.orelse:
+            return
+        elif_form = len(s.orelse) == 1 and isinstance(s.orelse[0], ast.If) \
+            and text[s.orelse[0].lineno - 1].lstrip().startswith("elif")
+        if elif_form:
+            nested = s.orelse[0]
+            if not _entered([nested], lines):
+                if _owns([nested], text) and decided():
+                    indent = text[nested.lineno - 1][:len(text[nested.lineno - 1])
+                                                     - len(text[nested.lineno - 1].lstrip())]
+                    a, b = _span([nested])
+                    edits.append(_Edit(a, b, [indent + "else:\n", raise_at(nested.body[0].col_offset)]))
+            else:
+                visit_if(nested)
+        elif not _entered(s.orelse, lines):
+            if _owns(s.orelse, text) and _worth(s.orelse) and decided():
+                a, b = _span(s.orelse)
+                edits.append(_Edit(a, b, [raise_at(s.orelse[0].col_offset)]))
+        else:
+            visit_block(s.orelse)
+
+    visit_block(fn.body)
+    return edits
+
+
+def _functions(tree: ast.Module):
+    """Top-level functions and methods of top-level classes."""
+    for s in tree.body:
+        if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            yield None, s
+        elif isinstance(s, ast.ClassDef):
+            for m in s.body:
+                if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                    yield s, m
+
+
+def _names(nodes: list[ast.AST]) -> set[str]:
+    from curate.export.prune import _IDENT
+
+    out: set[str] = set()
+    for node in nodes:
+        for n in ast.walk(node):
+            if isinstance(n, ast.Name):
+                out.add(n.id)
+            elif isinstance(n, ast.Attribute):
+                out.add(n.attr)
+            elif isinstance(n, ast.Constant) and isinstance(n.value, str) and len(n.value) < 200:
+                out.update(_IDENT.findall(n.value))
+            elif isinstance(n, ast.keyword) and n.arg:
+                out.add(n.arg)
+    return out
+
+
+@dataclass
+class CoverPruned:
+    """What :func:`cover_prune` did.
+
+    Attributes:
+        code: the edited program (the input when nothing was edited).
+        branches: branches replaced by a raise.
+        methods: ``Class.method`` names deleted, and definitions only a registering
+            decorator named.
+        tables: the table entries deleted (``table[key]``).
+    """
+
+    code: str
+    branches: int = 0
+    methods: list[str] = field(default_factory=list)
+    tables: list[str] = field(default_factory=list)
+
+
+def _registrars(tree: ast.Module) -> set[str]:
+    """Top-level functions used as decorators that only record their argument in module
+    containers nothing else reads (timm's ``register_notrace_module`` adding to
+    ``_leaf_modules``): a definition they decorate can go without changing anything kept."""
+    funcs = {s.name: s for s in tree.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    decorators = {n.id for s in tree.body for d in getattr(s, "decorator_list", [])
+                  for n in [d.func if isinstance(d, ast.Call) else d] if isinstance(n, ast.Name)}
+    out = set()
+    for name in decorators & set(funcs):
+        fn = funcs[name]
+        local = _params(fn) | set(_assignments(fn))
+        touched = {n.id for stmt in fn.body for n in ast.walk(stmt) if isinstance(n, ast.Name)
+                   and n.id not in local and not hasattr(builtins, n.id)}
+        if not touched:
+            continue
+        readers = [s for s in tree.body if s is not fn and touched & _names([s])
+                   and not (isinstance(s, ast.Assign) and {t.id for t in s.targets if isinstance(t, ast.Name)} <= touched
+                            and not _names([s.value]) - {"set", "dict", "list"})]
+        if not readers and all(isinstance(funcs.get(t), type(None)) for t in touched):
+            out.add(name)
+    return out
+
+
+def cover_prune(code: str, cov: Coverage, drop_entries: list[tuple[str, Any]] = ()) -> CoverPruned:
+    """Edit ``code`` (the program :func:`trace` ran) per ``cov`` (see the module docstring).
+
+    Whole lines are replaced or deleted; nothing is re-printed. Top-level definitions that
+    only the removed code named are left to :func:`curate.export.prune.prune_source`.
+
+    Args:
+        code: the program; its module body must be the one the coverage was traced on.
+        cov: the runs' coverage; a failed one gives no edits.
+        drop_entries: ``(table, key)`` lookup-table entries to delete as well
+            (:func:`curate.export.prune_usage.unused_entries`): what only they named is
+            then unmentioned here too.
+    Returns:
+        :class:`CoverPruned` (``code`` unchanged when ``cov.failed`` or nothing applies).
+    Raises:
+        SyntaxError: the code does not parse.
+    """
+    from curate.export.prune import DYNAMIC_NAMES, ROOTS, reachable_statements
+
+    if cov.failed:
+        return CoverPruned(code)
+    from curate.export.prune import table_entries
+
+    head, sep, tail = code.partition(INPUTS_MARKER)
+    text = head.splitlines(keepends=True)
+    if text and not text[-1].endswith("\n"):
+        text[-1] += "\n"
+    wanted = set(drop_entries)
+    entries = [e for e in table_entries(head) if (e.table, e.key) in wanted] if wanted else []
+    for e in entries:  # blanked, so that line numbers still match the coverage
+        for ln in range(e.first, e.last + 1):
+            text[ln - 1] = "\n"
+    head = "".join(text)
+    tree = ast.parse(head)
+    module_names, static_globals = _static_globals(tree)
+    if DYNAMIC_NAMES & _names([tree]):
+        return CoverPruned(code)
+    edits: list[_Edit] = []
+    for cls, fn in _functions(tree):
+        if not _entered(fn.body, cov.built) or _entered(fn.body, cov.forward | cov.imported):
+            continue  # not a constructor-time function
+        scope = _Scope(fn, _params(fn), _assignments(fn), static_globals, module_names)
+        edits += _branch_edits(fn, scope, cov, text)
+    replaced = {(e.first, e.last) for e in edits}
+
+    # methods: never run, not dunders, not outside overrides, named nowhere that stays
+    tail_names = _names([ast.parse(tail)]) if sep else set()
+    candidates = [] if cov.partial else [(cls, fn) for cls, fn in _functions(tree) if cls is not None
+                  and not _entered(fn.body, cov.any) and not (fn.name.startswith("__") and fn.name.endswith("__"))
+                  and ((cls.name, fn.name) not in cov.overrides or fn.name in REPR_ONLY)]
+    dropped: set[tuple[str, str]] = set()
+    while True:
+        pruned_tree = _without(head, replaced, dropped)
+        keep, _ = reachable_statements(pruned_tree, tail_names | set(ROOTS))
+        mentioned = _names([s for s, k in zip(pruned_tree.body, keep) if k]) | tail_names
+        more = set()
+        for cls, fn in candidates:
+            key = (cls.name, fn.name)
+            if key in dropped:
+                continue
+            # the method's own body may name it (recursion): count the rest of the program
+            others = mentioned if fn.name not in _names([fn]) else \
+                _names([s for s, k in zip(_without(head, replaced, dropped | {key}).body, keep) if k])
+            if fn.name not in others | tail_names:
+                more.add(key)
+        if not more:
+            break
+        dropped |= more
+    gone: list[str] = []
+    for cls, fn in candidates:
+        if (cls.name, fn.name) in dropped:
+            methods_left = [m for m in cls.body if not (isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+                                                        and (cls.name, m.name) in dropped)]
+            if not methods_left:
+                continue  # never empty a class body
+            a, b = _span([fn])
+            edits.append(_Edit(a, b, []))
+            gone.append(f"{cls.name}.{fn.name}")
+    # definitions only a registrar decorates, never run and named nowhere that stays
+    registrars = _registrars(tree)
+    if registrars and not cov.partial:
+        pruned_tree = _without(head, replaced, dropped)
+        keep, _ = reachable_statements(pruned_tree, tail_names | set(ROOTS))
+        for i, s in enumerate(tree.body):
+            decos = [d.func if isinstance(d, ast.Call) else d for d in getattr(s, "decorator_list", [])]
+            if not decos or not all(isinstance(d, ast.Name) and d.id in registrars for d in decos) \
+                    or _entered([s], cov.built | cov.forward):
+                continue
+            others = _names([x for j, (x, k) in enumerate(zip(pruned_tree.body, keep)) if k and j != i])
+            if s.name not in others | tail_names:
+                a, b = _span([s])
+                edits.append(_Edit(a, b, []))
+                gone.append(s.name)
+    edits += [_Edit(e.first, e.last, []) for e in entries]
+    if not edits:
+        return CoverPruned(code)
+    out = list(text)
+    for e in sorted(edits, key=lambda e: e.first, reverse=True):
+        out[e.first - 1:e.last] = e.lines
+    new_head = "".join(out)
+    new = new_head + sep + tail if sep else new_head
+    try:
+        compile(new, "<cover-pruned>", "exec")
+    except SyntaxError:
+        return CoverPruned(code)
+    return CoverPruned(new, len(edits) - len(gone) - len(entries), gone,
+                       [f"{e.table}[{e.key!r}]" for e in entries])
+
+
+def _without(head: str, replaced: set[tuple[int, int]], dropped: set[tuple[str, str]]) -> ast.Module:
+    """``head``'s tree with the replaced blocks emptied (a raise left) and methods dropped."""
+    tree = ast.parse(head)
+    for n in ast.walk(tree):
+        for attr in ("body", "orelse"):
+            block = getattr(n, attr, None)
+            if not isinstance(block, list) or not block or not isinstance(block[0], ast.stmt):
+                continue
+            if isinstance(n, ast.ClassDef) and attr == "body":
+                block[:] = [m for m in block if not (isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+                                                     and (n.name, m.name) in dropped)] or [ast.Pass()]
+            for i in range(len(block)):
+                for j in range(len(block), i, -1):
+                    if block[i:j] and _span(block[i:j]) in replaced:
+                        block[i:j] = [ast.Raise(exc=None, cause=None)]
+                        break
+    return tree
+
+
+# ---------------------------------------------------------------- proof on meta
+
+def _meta_signature(code: str, name: str, forward_error: bool = False) -> list:
+    """Structure, dtypes and shapes of the outputs and ``state_dict`` on ``meta``; with
+    ``forward_error``, an exception of the forward is the signature (type and message)."""
+    import torch
+
+    from curate.export.prune import _flatten
+
+    from curate.problem import exec_source
+
+    torch.manual_seed(0)
+    try:
+        with torch.device("meta"):
+            ns = exec_source(code, name)
+            model = ns["Model"](*ns["get_init_inputs"]())
+            model.to("meta")  # a constructor that wraps torch.empty builds on the CPU
+            inputs = ns["get_inputs"]()
+            try:
+                with torch.no_grad():
+                    out = model(*inputs)
+            except Exception as exc:
+                if not forward_error:
+                    raise
+                return [("raised", type(exc).__name__, str(exc)[:200])]
+    finally:
+        sys.modules.pop(name, None)
+    flat: list = []
+    _flatten(out, flat)
+    sig = [("tensor", x.dtype, tuple(x.shape)) if isinstance(x, torch.Tensor) else x for x in flat]
+    sig += [(k, v.dtype, tuple(v.shape)) for k, v in model.state_dict().items()]
+    return sig
+
+
+def check_meta(pairs: list[tuple[str, str]]) -> dict[str, Any]:
+    """Build and run each ``(original, pruned)`` variant pair on the ``meta`` device and
+    compare outputs and ``state_dict`` by structure, dtype and shape (meta tensors hold no
+    values).
+
+    An original whose forward raises on ``meta`` (an assertion on a shape, an op meta
+    tensors lack) is matched by the same exception type and message.
+
+    Returns:
+        ``{"same": bool, "detail": str}``; a failure of an original outside its forward
+        propagates.
+    """
+    for j, (original, pruned) in enumerate(pairs):
+        ref = _meta_signature(original, f"_curate_meta_o{j}", forward_error=True)
+        try:
+            new = _meta_signature(pruned, f"_curate_meta_p{j}", forward_error=True)
+        except Exception as exc:  # untrusted code: anything
+            return {"same": False, "detail": f"pruned variant failed: {type(exc).__name__}: {exc}"[:500]}
+        if len(ref) != len(new) or any(not _eq(a, b) for a, b in zip(ref, new)):
+            return {"same": False, "detail": "variant outputs differ"}
+    return {"same": True, "detail": ""}
+
+
+def _eq(a, b) -> bool:
+    try:
+        return bool(a == b)
+    except Exception:
+        return type(a) is type(b)
