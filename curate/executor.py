@@ -39,7 +39,8 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from multiprocessing import get_context
 from typing import Any, Callable, Iterator, Sequence
 
-from curate.sandbox import Outcome, Sandbox, die_with_parent
+from curate.isolation import die_with_parent
+from curate.sandbox import Outcome, Sandbox
 
 __all__ = ["Executor", "LocalExecutor", "RayExecutor", "make_executor", "EXECUTORS"]
 

@@ -58,6 +58,8 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
+from curate.isolation import die_with_parent, limit_address_space
+
 #: Outcome statuses.
 OK, ERROR, TIMEOUT, MEMORY, CRASH = "ok", "error", "timeout", "memory", "crash"
 #: Outcome statuses of a guarded task that tried a refused action.
@@ -104,17 +106,6 @@ def tcache_off_env(environ: dict[str, str] | None = None) -> dict[str, str]:
     if "glibc.malloc.tcache_count" in current:
         return {"GLIBC_TUNABLES": current}
     return {"GLIBC_TUNABLES": f"{current}:{_TCACHE_OFF}" if current else _TCACHE_OFF}
-
-
-def _vm_bytes() -> int:
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmSize:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return 0
 
 
 # Audit events the guard refuses, by category; for file events, the positions of path
@@ -241,27 +232,10 @@ def _short(args: tuple) -> str:
     return "(" + ", ".join(repr(a)[:120] for a in args if not hasattr(a, "fileno")) + ")"
 
 
-def die_with_parent() -> None:
-    """SIGKILL this task when the fork server (its parent) ends: a run killed with SIGKILL
-    takes its fork server with it, and a task in its own session (a hostile infinite loop,
-    say) would otherwise spin on with nobody left to enforce its time limit. Linux only."""
-    parent = os.getppid()
-    try:
-        import ctypes
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:  # the parent died before the request took effect
-        os._exit(1)
-
-
 def _child(conn, fn: Callable, args: tuple, kwargs: dict, mem_mb: int | None, quiet: bool,
            workdir: str, guard: bool, serve: bool = False) -> None:
     """A task process's body (never returns). ``serve``: a persistent worker, run as
     ``fn(conn, *args, **kwargs)``: it reads its requests from ``conn`` and answers there."""
-    import resource
-
     os.setsid()  # own process group: a kill reaches whatever the task spawned
     die_with_parent()
     os.chdir(workdir)
@@ -270,8 +244,7 @@ def _child(conn, fn: Callable, args: tuple, kwargs: dict, mem_mb: int | None, qu
         os.dup2(devnull, 1)
         os.dup2(devnull, 2)
     if mem_mb is not None:
-        limit = _vm_bytes() + mem_mb * 1024 * 1024
-        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        limit_address_space(mem_mb)
     try:
         import torch
 

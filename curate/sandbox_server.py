@@ -17,7 +17,7 @@ result there (and a persistent worker reads its requests from it).
 Lifetime. The server ends, killing every task's process group, when the caller's end of the
 socket pair closes (the caller died, however) or when its parent process changes; a task ends
 (SIGKILL to its process group) when the caller asks, or closes the task's control socket.
-Each task also has Linux's parent-death signal set (:func:`curate.sandbox.die_with_parent`),
+Each task also has Linux's parent-death signal set (:func:`curate.isolation.die_with_parent`),
 so nothing it runs outlives the server. Imports only the standard library until the preload.
 """
 

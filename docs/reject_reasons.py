@@ -5,8 +5,8 @@ Usage::
     python docs/reject_reasons.py          # reason, then the files and lines that produce it
 
 Reasons are read from the source by the patterns below (a reason is a lower-case literal
-given to a rejection or returned as one); the table in ``docs/reject-reasons.md`` is
-checked against this list by hand when either changes.
+given to a rejection or returned as one); ``tests/test_reject_reasons.py`` checks the tables of
+``docs/reject-reasons.md`` against this list both ways.
 """
 
 from __future__ import annotations

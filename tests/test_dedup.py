@@ -664,7 +664,7 @@ def test_ops_agreement_is_difflib_quick_ratio():
     import difflib
 
     from curate.dedup.features import FeatureTable
-    from curate.dedup.stage import OPS_AGREEMENT, ops_agree_counts
+    from curate.dedup.stage import OPS_AGREEMENT, ops_agree
 
     rng = np.random.default_rng(5)
     lists = [rng.integers(0, 6, size=rng.integers(0, 9)).astype(np.int32) for _ in range(40)]
@@ -676,4 +676,4 @@ def test_ops_agreement_is_difflib_quick_ratio():
     want = [not len(lists[x]) or not len(lists[y]) or difflib.SequenceMatcher(
         None, lists[x].tolist(), lists[y].tolist()).quick_ratio() >= OPS_AGREEMENT
         for x, y in zip(a.tolist(), b.tolist())]
-    assert ops_agree_counts(table, a, b).tolist() == want
+    assert ops_agree(table, a, b).tolist() == want

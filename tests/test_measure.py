@@ -51,8 +51,8 @@ BAD = {
     "syntax": ("import torch\nclass Model(:\n    pass\n", [], [_t(8, 64)]),
     "raises": (_custom("return x @ torch.ones(3, 3)"), [], [_t(8, 64)]),
 }
-EXPECTED = {"dropout": "non_deterministic", "zeros": "input_insensitive", "inf": "non_finite",
-            "hang": "timeout", "syntax": "load_error", "raises": "forward_error"}
+EXPECTED = {"dropout": "non_deterministic", "zeros": "input_insensitive", "inf": "non_finite_output",
+            "hang": "timeout", "syntax": "load_error", "raises": "forward_fails"}
 
 
 def _rows(problems: dict) -> pl.DataFrame:
@@ -83,7 +83,7 @@ def test_stage_times_good_problems_and_rejects_bad_ones(tmp_path):
     rej = read_rejected(out / "measure")
     assert sorted(kept["problem_id"]) == sorted(f"p_{n}" for n in GOOD)
     reasons = dict(zip(rej["problem_id"], rej["reject_reason"]))
-    assert reasons == {**{f"p_{k}": v for k, v in EXPECTED.items()}, "p_badspec": "load_error"}
+    assert reasons == {**{f"p_{k}": v for k, v in EXPECTED.items()}, "p_badspec": "bad_input_spec"}
     assert stats["rejected_by_reason"]["timeout"] == 1
 
     for row in kept.iter_rows(named=True):
@@ -95,7 +95,7 @@ def test_stage_times_good_problems_and_rejects_bad_ones(tmp_path):
         assert row["compile_ms"] is None and row["inductor_speedup"] is None
         assert row["peak_mem_mb"] >= 0
     # the original columns travel with the new ones
-    assert {"code", "input_spec", "source", "eager_ms", "compile_seconds"} <= set(kept.columns)
+    assert {"code", "input_spec", "source", "eager_ms", "compile_s"} <= set(kept.columns)
     assert not (out / "measure" / "_journal.jsonl").exists()
 
 
@@ -121,8 +121,8 @@ def test_checks_in_process_on_real_modules():
     # with stop_on_reject=False the problem is still timed and every failed check is listed
     code = assemble(_custom("return torch.zeros_like(x) / 0.0"), [_t(4, 8)], [])
     r = measure_problem(code, [_t(4, 8)], [], trials=3, warmup=1, stop_on_reject=False, min_ms=1e6)
-    assert r["flags"] == ["non_finite", "input_insensitive", "too_fast"]
-    assert r["reason"] == "non_finite" and r["eager"]["n"] == 3
+    assert r["flags"] == ["non_finite_output", "input_insensitive", "too_fast"]
+    assert r["reason"] == "non_finite_output" and r["eager"]["n"] == 3
     # without an input spec the problem's own get_inputs() is used
     code = assemble(_module("nn.Linear"), [_t(16, 64)], [64, 32])
     r = measure_problem(code, None, None, trials=3, warmup=1)
@@ -175,7 +175,7 @@ def test_inductor_on_cpu_fills_compile_columns(tmp_path):
     stats = run(out, device="cpu", inductor=True, trials=5, warmup=1, timeout_s=240)
     assert stats["kept"] == 1, read_rejected(out / "measure")["reject_detail"].to_list()
     row = read_problems(out / "measure").row(0, named=True)
-    assert row["compile_ms"] > 0 and row["compile_seconds"] > 0
+    assert row["compile_ms"] > 0 and row["compile_s"] > 0
     assert row["inductor_speedup"] == pytest.approx(row["eager_ms"] / row["compile_ms"])
     assert row["compile_error"] is None
 

@@ -93,7 +93,7 @@ def test_rank_with_completions_end_to_end(tmp_path):
 
     stats = run(out=tmp_path, solver="completions", completions=path, k=2, workers=2, timeout_s=120)
     assert (stats["in"], stats["kept"], stats["rejected"]) == (5, 3, 2)
-    assert stats["rejected_by_reason"] == {"missing_code": 1, "bad_spec": 1}
+    assert stats["rejected_by_reason"] == {"missing_code": 1, "bad_input_spec": 1}
     assert stats["candidates_verified"] == 5 and stats["verifications_cached"] == 0
     rows = _by_id(tmp_path)
     kb = rows["kb-19-relu"]
@@ -109,7 +109,7 @@ def test_rank_with_completions_end_to_end(tmp_path):
     assert "no completions" in sig["rank_error"]
     assert rows["kb-19-relu"]["eager_ms"] == 0.01  # earlier columns are kept
     rej = read_rejected(tmp_path / "rank")
-    assert sorted(rej["reject_reason"].to_list()) == ["bad_spec", "missing_code"]
+    assert sorted(rej["reject_reason"].to_list()) == ["bad_input_spec", "missing_code"]
 
     # started again, nothing is verified twice and the table is the same
     again = run(out=tmp_path, solver="completions", completions=path, k=2, workers=2)

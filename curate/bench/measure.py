@@ -205,7 +205,7 @@ def summarize_runs(results: list[dict[str, Any]], wall_s: float, start_s: list[f
             sum(over_eager) / len(over_eager) if over_eager else None,
         "compile_cache_hits": len(hits),
         "measure_worker_compile_seconds_median": median(
-            [r["compile_seconds"] for r in results if r.get("compile_seconds")]) or None,
+            [r["compile_s"] for r in results if r.get("compile_s")]) or None,
         "lock_wait_seconds": sum(r.get("lock_wait_s") or 0.0 for r in results),
     }
     return out
@@ -237,7 +237,7 @@ def table(results: list[dict[str, Any]]) -> str:
         lines.append(f"{str(r['name'])[:44]:44} {_fmt(e.get('median_ms')):>9} {_fmt(e.get('mean_ms')):>10} "
                      f"{_fmt(p.get('eager_ms'), 2):>9} {_fmt(re_, 3):>6} {_fmt(c.get('mean_ms')):>9} "
                      f"{_fmt(p.get('compile_ms'), 2):>8} {_fmt(rc, 3):>6} "
-                     f"{_fmt(r.get('compile_seconds'), 2):>9}  {flags}")
+                     f"{_fmt(r.get('compile_s'), 2):>9}  {flags}")
     return "\n".join(lines)
 
 
@@ -278,7 +278,7 @@ def run_bench(rows: list[dict[str, Any]], out: Path, baseline: dict[str, Any] | 
                 if verbose:
                     e = (res.get("eager") or {}).get("mean_ms")
                     print(f"[{done}/{len(rows)}] {row['name']}: eager {_fmt(e)} ms "
-                          f"{','.join(res.get('flags') or [])} ({_fmt(res.get('wall_seconds'), 1)} s)",
+                          f"{','.join(res.get('flags') or [])} ({_fmt(res.get('wall_s'), 1)} s)",
                           file=sys.stderr, flush=True)
         finally:
             pool.close()

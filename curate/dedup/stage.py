@@ -10,7 +10,7 @@ Reads the ``mine`` table (or ``source``) and writes ``OUT/dedup``. Steps:
    datasketch with ``backend="datasketch"``), LSH banding for candidate pairs with Jaccard >=
    ``threshold`` (estimated, and computed exactly for the pairs estimated within 0.1 of
    the threshold: :mod:`.exact`), kept when the op names the two documents mention agree
-   (:func:`ops_agree_counts`: torch's ``ReLU`` and ``Mish`` differ by one op) and their
+   (:func:`ops_agree`: torch's ``ReLU`` and ``Mish`` differ by one op) and their
    cores are alike at ``threshold`` too (:mod:`.core`: the mined class and its wrapper,
    not the closure it shares with its library), clusters = connected components
    (:mod:`.minhash`); exact duplicates join their twin's cluster;
@@ -78,7 +78,7 @@ __all__ = ["run", "ReferenceUnavailable"]
 
 STAGE = "dedup"
 OPS_AGREEMENT = 0.8
-"""Least multiset overlap of two near-duplicates' op names (:func:`ops_agree_counts`)."""
+"""Least multiset overlap of two near-duplicates' op names (:func:`ops_agree`)."""
 KEEP_SHINGLES_MAX_CODE_BYTES = 6 << 30
 """Up to this much code (bytes), the features keep every document's shingle hashes for
 the exact check near the threshold (about 0.6 bytes per byte of code on mined problems,
@@ -96,7 +96,7 @@ def _check(threshold: float, num_perm: int, contamination_threshold: float, back
         raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
 
 
-def ops_agree_counts(table: FeatureTable, rows_a: np.ndarray, rows_b: np.ndarray) -> np.ndarray:
+def ops_agree(table: FeatureTable, rows_a: np.ndarray, rows_b: np.ndarray) -> np.ndarray:
     """Whether each pair of documents mentions the same ops: their op-name multisets
     overlap by ``2 |A & B| / (|A| + |B|) >= OPS_AGREEMENT`` (``difflib``'s ``quick_ratio``),
     or either mentions none.
@@ -148,7 +148,7 @@ def duplicate_pairs(feats: FeatureTable, codes, doc_rows: np.ndarray, a: np.ndar
     Returns:
         (``bool`` array, one entry per pair; how many pairs the core check turned down).
     """
-    agree = ops_agree_counts(feats, doc_rows[a], doc_rows[b])
+    agree = ops_agree(feats, doc_rows[a], doc_rows[b])
     idx = np.flatnonzero(agree)
     if not len(idx):
         return agree, 0

@@ -10,19 +10,19 @@ Order of work (a failing step stops the rest when ``stop_on_reject``):
    input spec with :func:`curate.problem.build_inputs`, or, without a spec, the problem's own
    ``get_inputs()`` called under ``torch.device(device)`` so its tensors are created there);
 2. one forward (peak memory is read here);
-3. checks: tensors in the output (``no_output``), finite (``non_finite``), the same output
+3. checks: tensors in the output (``no_output``), finite (``non_finite_output``), the same output
    for a second call on the same inputs without reseeding (``non_deterministic``: dropout in
    training mode, random ops), a different output for other weights and inputs
    (``input_insensitive``: near-constant outputs a constant candidate would match);
 4. eager timing (see :mod:`curate.measure.timing`), then the runtime band
    (``too_fast``/``too_slow``);
 5. TorchInductor: ``torch.compile(model)`` (default mode), the first call timed as
-   ``compile_seconds``, then the same timing protocol. A failure is ``compile_error``.
+   ``compile_s``, then the same timing protocol. A failure is ``compile_error``.
 
 Forwards run under ``torch.no_grad()`` (inference, like KernelBench's evaluation).
 With ``conform``, step 0 runs the problem as a KernelBench-style harness does
 (:mod:`curate.conform`), and its reasons reject the problem.
-Other reasons: ``load_error`` (code, constructor or inputs fail), ``forward_error`` (the
+Other reasons: ``load_error`` (code, constructor or inputs fail), ``forward_fails`` (the
 forward raises), ``memory`` (out of memory, on the GPU past the worker's memory limit too),
 ``cuda_error`` (an illegal address, a device-side assert: the context is unusable, ``fatal``
 is then True and the worker must be replaced). The worker adds ``crash`` (the process died)
@@ -210,11 +210,11 @@ def measure_problem(code: str, input_spec: list | None = None, init_args: list |
         dict with ``reason`` (None when the problem passed), ``detail``, ``flags``, ``notes``,
         ``fatal``, ``device``, ``gpu``, ``torch_version``, ``eager`` and ``compile`` (timing
         summaries in ms or None), ``eager_graph``/``compile_graph`` (CUDA-graph replay
-        summaries or None), ``compile_seconds``, ``compile_error``, ``compile_max_abs_diff``,
+        summaries or None), ``compile_s``, ``compile_error``, ``compile_max_abs_diff``,
         ``compile_cache`` (Inductor FX-graph cache hits and misses of this compile),
         ``peak_mem_mb``, ``profile`` (see :func:`curate.measure.profile.library_share`, or
         None), ``seconds`` (wall seconds per step: load, checks, eager, profile, compile,
-        compile_timing, graph, cleanup), ``inner_seconds`` (the whole call), ``timed_ms``
+        compile_timing, graph, cleanup), ``inner_s`` (the whole call), ``timed_ms``
         (time inside timed trials, ms) and ``lock_wait_s`` (seconds waiting for the GPU).
     """
     t_enter = time.perf_counter()
@@ -231,7 +231,7 @@ def measure_problem(code: str, input_spec: list | None = None, init_args: list |
         "gpu": torch.cuda.get_device_name(dev) if dev.type == "cuda" else None,
         "torch_version": torch.__version__, "eager": None, "compile": None,
         "eager_graph": None, "compile_graph": None, "graph_error": None,
-        "compile_seconds": None, "compile_error": None, "compile_max_abs_diff": None,
+        "compile_s": None, "compile_error": None, "compile_max_abs_diff": None,
         "compile_cache": None, "peak_mem_mb": None, "profile": None, "seconds": {},
         "timed_ms": 0.0, "conformance": None,
     }
@@ -254,7 +254,7 @@ def measure_problem(code: str, input_spec: list | None = None, init_args: list |
     try:
         _run(res, state, flag, code, input_spec, init_args, dev, name, opts)
     except BaseException as exc:  # untrusted code: anything it raises is a reject reason
-        stop = _failure(exc, state.get("step", "forward_error"), dev)
+        stop = _failure(exc, state.get("step", "forward_fails"), dev)
         if stop.reason not in res["flags"]:
             res["flags"].append(stop.reason)
         if res["reason"] is None or stop.fatal:
@@ -278,7 +278,7 @@ def measure_problem(code: str, input_spec: list | None = None, init_args: list |
             except Exception:
                 res["fatal"] = True
         res["seconds"]["cleanup"] = time.perf_counter() - t_clean
-        res["inner_seconds"] = time.perf_counter() - t_enter
+        res["inner_s"] = time.perf_counter() - t_enter
         res["lock_wait_s"] = (_LOCK.waited["exclusive"] - waited0) if _LOCK is not None else 0.0
     return res
 
@@ -336,7 +336,7 @@ def _run(res, state, flag, code, input_spec, init_args, dev, name, opts) -> None
     state["model"] = model
     inputs = _make_inputs(ns, input_spec, dev, seed + 1)
     state["inputs"] = inputs
-    state["step"] = "forward_error"
+    state["step"] = "forward_fails"
     with torch.no_grad():
         out = model(*inputs)
     synchronize(dev)
@@ -404,7 +404,7 @@ def _checks(flag, ns, model, out, input_spec, init, dev, seed) -> None:
     if not checks.tensors(out):
         flag("no_output", f"forward returned {type(out).__name__} without tensors")
     if not checks.all_finite(out):
-        flag("non_finite", "NaN or inf in the output")
+        flag("non_finite_output", "NaN or inf in the output")
     with torch.no_grad():
         again = model(*_make_inputs(ns, input_spec, dev, seed + 1))
     if not checks.close(out, again):
@@ -461,8 +461,8 @@ def _inductor(res, state, flag, model, inputs, out, dev, opts, flush, graph) -> 
         if opts["compile_required"]:
             flag("compile_error", stop.detail)
         return
-    res["compile_seconds"] = time.perf_counter() - t
-    secs["compile"] = res["compile_seconds"]
+    res["compile_s"] = time.perf_counter() - t
+    secs["compile"] = res["compile_s"]
     after = _cache_counts()
     res["compile_cache"] = {k: after[k] - before[k] for k in after}
     res["compile_max_abs_diff"] = checks.max_abs_diff(out, out_c)

@@ -17,10 +17,10 @@ Reads ``OUT/diversify`` (or ``source``), writes ``OUT/measure``. Every row is me
 
 Columns added (times in ms): ``eager_ms`` (median), ``eager_mean_ms``, ``eager_std_ms``,
 ``eager_p10_ms``, ``eager_p90_ms``, ``compile_ms`` (Inductor median, null when not run),
-``compile_std_ms``, ``compile_seconds`` (first compiled call, s), ``inductor_speedup``
+``compile_std_ms``, ``compile_s`` (first compiled call, s), ``inductor_speedup``
 (``eager_ms / compile_ms``), ``compile_error``, ``gpu``, ``device``, ``torch_version``,
 ``peak_mem_mb`` (MiB above the process's baseline: CUDA allocator peak on the GPU, resident
-set high-water mark on the CPU), ``trials`` (timed eager trials), ``measure_seconds``,
+set high-water mark on the CPU), ``trials`` (timed eager trials), ``measure_s``,
 ``eager_cv`` and ``compile_cv`` (coefficients of variation of the trials),
 ``eager_graph_ms``/``compile_graph_ms`` (CUDA-graph replay medians, for launch-bound
 problems), ``library_share`` (share of one forward's GPU time in cuBLAS/cuDNN/CUTLASS-style
@@ -36,9 +36,10 @@ appends ``<torch version>@<device>`` to ``checked_torch``.
 
 Reject reasons: see :mod:`curate.measure.core` (``cuda_error`` for an illegal address or a
 device-side assert, ``memory`` past the worker's memory limit ...), plus ``timeout``/
-``crash`` from the isolating process (a hang, a segfault) and ``load_error`` for an
-unreadable input spec. On CUDA, compile-ahead workers (:mod:`curate.measure.compile_ahead`)
-compile the next problems on the spare cores while the measure worker times alone.
+``crash`` from the isolating process (a hang, a segfault) and ``bad_input_spec`` when
+``input_spec``/``init_args`` are not JSON lists. On CUDA, compile-ahead workers
+(:mod:`curate.measure.compile_ahead`) compile the next problems on the spare cores while the
+measure worker times alone.
 The stage resumes from ``OUT/measure/_journal.jsonl`` when restarted with equal settings.
 """
 
@@ -64,8 +65,8 @@ from curate.table import Rejections, read_problems, stage_dir, write_stage
 CPU_MEM_MB = 8192
 
 FLOAT_COLUMNS = ("eager_ms", "eager_mean_ms", "eager_std_ms", "eager_p10_ms", "eager_p90_ms",
-                 "compile_ms", "compile_std_ms", "compile_seconds", "inductor_speedup",
-                 "peak_mem_mb", "measure_seconds", "eager_cv", "compile_cv", "eager_graph_ms",
+                 "compile_ms", "compile_std_ms", "compile_s", "inductor_speedup",
+                 "peak_mem_mb", "measure_s", "eager_cv", "compile_cv", "eager_graph_ms",
                  "compile_graph_ms", "library_share")
 STRING_COLUMNS = ("compile_error", "gpu", "device", "torch_version", "measure_notes", "checked_torch")
 INT_COLUMNS = ("trials", "kernels")
@@ -100,13 +101,13 @@ def result_columns(res: dict[str, Any]) -> dict[str, Any]:
         "eager_ms": e_ms, "eager_mean_ms": eager.get("mean_ms"), "eager_std_ms": eager.get("std_ms"),
         "eager_p10_ms": eager.get("p10_ms"), "eager_p90_ms": eager.get("p90_ms"),
         "compile_ms": c_ms, "compile_std_ms": comp.get("std_ms"),
-        "compile_seconds": res.get("compile_seconds"),
+        "compile_s": res.get("compile_s"),
         "inductor_speedup": (e_ms / c_ms) if e_ms and c_ms else None,
         "compile_error": (res.get("compile_error") or None) and res["compile_error"][:2000],
         "gpu": res.get("gpu"), "device": res.get("device"), "torch_version": res.get("torch_version"),
         "peak_mem_mb": res.get("peak_mem_mb"),
         "trials": int(eager["n"]) if eager.get("n") is not None else None,
-        "measure_seconds": res.get("wall_seconds", sum((res.get("seconds") or {}).values())),
+        "measure_s": res.get("wall_s", sum((res.get("seconds") or {}).values())),
         "eager_cv": eager.get("cv"), "compile_cv": comp.get("cv"),
         "eager_graph_ms": (res.get("eager_graph") or {}).get("median_ms"),
         "compile_graph_ms": (res.get("compile_graph") or {}).get("median_ms"),
@@ -214,8 +215,10 @@ def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
             init = json.loads(row["init_args"]) if row.get("init_args") else None
             if spec is not None and not isinstance(spec, list):
                 raise ValueError("input_spec is not a JSON list")
+            if init is not None and not isinstance(init, list):
+                raise ValueError("init_args is not a JSON list")
         except (ValueError, TypeError) as exc:
-            results[i] = {"reason": "load_error", "detail": f"bad input_spec/init_args: {exc}"}
+            results[i] = {"reason": "bad_input_spec", "detail": f"input_spec/init_args: {exc}"}
             continue
         code = row.get("code") or ""
         small = None if cuda else mined_inputs(row)
@@ -362,7 +365,7 @@ def _measure_cpu(jobs, workers, timeout_s, mem_mb, journal, results) -> None:
         i, key, _ = jobs[j]
         if outcome.ok:
             res = outcome.value
-            res["wall_seconds"] = outcome.seconds
+            res["wall_s"] = outcome.seconds
         else:
             reason = outcome.status if outcome.status in ("timeout", "memory", "crash") else "crash"
             res = {"reason": reason, "detail": outcome.error}

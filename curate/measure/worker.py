@@ -36,6 +36,7 @@ import threading
 import time
 from typing import Any, Iterable, Iterator
 
+from curate.isolation import die_with_parent, limit_address_space
 from curate.sandbox import death_reason, kill_tree
 
 
@@ -64,20 +65,20 @@ class WorkerStartError(RuntimeError):
     """A worker process failed to start or to initialise its device."""
 
 
-def dead_result(reason: str, detail: str, device: str, wall_seconds: float = 0.0,
+def dead_result(reason: str, detail: str, device: str, wall_s: float = 0.0,
                 role: str = "measure") -> dict[str, Any]:
     """The result of a task whose process died or timed out: shaped like
     :func:`~curate.measure.core.measure_problem`'s (``role="measure"``) or
     :func:`~curate.measure.compile_ahead.precompile`'s (``role="compile"``)."""
     if role == "compile":
-        return {"status": reason, "detail": detail, "seconds": wall_seconds, "cache": None,
+        return {"status": reason, "detail": detail, "seconds": wall_s, "cache": None,
                 "fatal": True}
     return {"reason": reason, "detail": detail, "flags": [reason], "notes": [], "fatal": True,
             "device": device, "gpu": None, "torch_version": None, "eager": None, "compile": None,
-            "eager_graph": None, "compile_graph": None, "compile_seconds": None,
+            "eager_graph": None, "compile_graph": None, "compile_s": None,
             "compile_error": None, "compile_max_abs_diff": None, "compile_cache": None,
             "peak_mem_mb": None, "profile": None, "seconds": {}, "timed_ms": 0.0,
-            "wall_seconds": wall_seconds}
+            "wall_s": wall_s}
 
 
 def _serve(conn, device: str, env: dict[str, str], quiet: bool, mem_mb: int | None,
@@ -86,7 +87,7 @@ def _serve(conn, device: str, env: dict[str, str], quiet: bool, mem_mb: int | No
            warm_inductor: bool = False, threads: int | None = None) -> None:
     """Worker process main loop: initialise, then answer tasks until told to stop."""
     os.setsid()  # own process group: a kill also reaches compiler subprocesses
-    _die_with_parent()
+    die_with_parent(watch=True)
     os.environ.update(env)
     if role == "compile":
         # one core each: several compile-ahead workers share the machine's cores
@@ -112,7 +113,7 @@ def _serve(conn, device: str, env: dict[str, str], quiet: bool, mem_mb: int | No
         if dev.type == "cuda" and dev.index is None:
             dev = torch.device("cuda", 0)  # the first of the devices CUDA_VISIBLE_DEVICES shows
         if mem_mb is not None and dev.type == "cpu":
-            _limit_address_space(mem_mb)
+            limit_address_space(mem_mb)
         if threads:
             # Inductor's cache keys include torch's thread count: measure and compile-ahead
             # workers must agree on it, whatever cores each is pinned to
@@ -213,46 +214,6 @@ def _restore_torch_globals(saved: dict[str, Any]) -> None:
     torch.backends.cuda.matmul.allow_tf32 = saved["cuda_tf32"]
     if now["threads"] != saved["threads"]:
         torch.set_num_threads(saved["threads"])
-
-
-def _die_with_parent() -> None:
-    """End this worker when its parent dies, even inside a hanging task: Linux's parent-death
-    signal, and a watchdog thread where that is unavailable. (The signal follows the parent
-    *thread* that started the worker: :class:`WorkerPool` starts and closes each worker in
-    the same thread.)"""
-    parent = os.getppid()
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-    def watch() -> None:
-        while True:
-            time.sleep(1.0)
-            if os.getppid() != parent:
-                os._exit(1)
-
-    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
-
-
-def _limit_address_space(mem_mb: int) -> None:
-    """Cap the process's address space at ``mem_mb`` MiB above its current size (CPU only:
-    the CUDA driver reserves more address space than any sane limit). Called after torch
-    is imported, so its libraries are part of the base size."""
-    import resource
-
-    size = 0
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmSize:"):
-                    size = int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    limit = size + mem_mb * 2**20
-    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
 class PersistentWorker:
@@ -362,7 +323,7 @@ class PersistentWorker:
         if self.conn in ready:
             try:
                 kind, result = self.conn.recv()
-                result["wall_seconds"] = time.monotonic() - t
+                result["wall_s"] = time.monotonic() - t
                 if result.get("fatal"):
                     self.close()
                 return result

@@ -16,7 +16,7 @@ rank_error        str, why a problem is unranked (null when ranked)
 ================  =========================================================================
 
 Rows are rejected only for broken input: no code (``missing_code``), ``init_args`` or
-``input_spec`` that are not JSON lists (``bad_spec``), or a reference that fails inside the
+``input_spec`` that are not JSON lists (``bad_input_spec``), or a reference that fails inside the
 verifier (``reference_error``). A problem whose candidates all fail is kept as ``unsolved``.
 
 Verification results are cached under ``cache_dir`` (default ``OUT/rank/cache``) keyed by
@@ -139,7 +139,7 @@ def run(out: Path | str, source: Path | str | None = None, solver: str = "induct
             opts = ({"init_args": small[1], "input_spec": small[0]} if small is not None else
                     {"init_args": _json_list(row.get("init_args")), "input_spec": _json_list(row.get("input_spec"))})
         except ValueError as exc:
-            rejections.add(row, "bad_spec", f"init_args/input_spec: {exc}")
+            rejections.add(row, "bad_input_spec", f"init_args/input_spec: {exc}")
             rejected_idx.add(i)
             continue
         valid.append((i, row, opts))
