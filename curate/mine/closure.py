@@ -118,7 +118,7 @@ class Resolver:
             for p in (base.with_suffix(".py"), base / "__init__.py"):
                 if p.is_file():
                     return p
-        return shims.path(module)
+        return shims.path(module) if shims.overrides(module) else None
 
     def provenance(self, module: str) -> str | None:
         """The label of the dependency ``module`` comes from, None for the source itself."""
@@ -144,7 +144,7 @@ class Resolver:
 
     def shim(self, module: str) -> FileIndex | None:
         """The stand-in for ``module`` (indexed as ``<shim>module``), if there is one."""
-        return self.load(_SHIM + module) if shims.path(module) is not None else None
+        return self.load(_SHIM + module) if shims.overrides(module) else None
 
     def _defines(self, module: str, idx: FileIndex) -> set[str]:
         got = self._defs.get(module)
@@ -267,10 +267,35 @@ class Resolver:
             return ("<module>", sub)
         if pkg is not None and b.attr in pkg.lazy_imports and depth < 30:  # a lazy __init__'s TYPE_CHECKING import
             return self._locate_import(pkg, pkg.lazy_imports[b.attr], depth + 1)
+        fallback = self._fallback(absmod, b.attr, depth)
+        if fallback is not None:
+            return fallback
         # a stand-in covering part of a package, or a module without the name (a lazy
         # ``__init__`` such as transformers', a name a later release removed): a placeholder
         # that raises ImportError when used
         return ("<missing>", sub)
+
+    def _fallback(self, module: str, name: str, depth: int = 0) -> Entity | None:
+        """``name`` of the fallback stand-in for ``module`` (:data:`shims.FALLBACKS`), when the
+        module is absent from the source and its dependencies and the stand-in defines it."""
+        if module not in shims.FALLBACKS or self.module_path(module) is not None:
+            return None
+        idx = self.load(_SHIM + module)
+        if idx is None or name not in self._defines(_SHIM + module, idx) | set(idx.imports):
+            return None
+        return self.locate(_SHIM + module, name, depth + 1)
+
+    def _known_name(self, name: str) -> Entity | None:
+        """What a global read that nothing in the file binds is taken to mean when it is a
+        well-known library name whose import was lost (``rearrange``, ``DropPath``,
+        ``ConvModule``: :data:`shims.KNOWN_NAMES`): the stand-in's definition."""
+        module = shims.KNOWN_NAMES.get(name)
+        if module is None or shims.path(module) is None:
+            return None
+        idx = self.load(_SHIM + module)
+        if idx is None or name not in self._defines(_SHIM + module, idx) | set(idx.imports):
+            return None
+        return self.locate(_SHIM + module, name)
 
     # -- closure -------------------------------------------------------------------
     def closure(self, module: str, class_name: str) -> Closure:
@@ -733,6 +758,8 @@ class Resolver:
             # extension loader, modelscope's index): an exec-based harness defines no
             # `__file__`, so the problem binds it to "" there (data files stay missing)
             ent = ("<file>", "__file__")
+        if ent is None and used not in _BUILTINS:
+            ent = self._known_name(used)
         if ent is None:
             if used not in _BUILTINS:
                 st.unresolved.add(f"{module}.{used}")
