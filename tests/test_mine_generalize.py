@@ -204,3 +204,45 @@ def test_fallback_standins_import_only_torch(module: str):
     imported = set(re.findall(r"^(?:from|import) ([\w.]+)", text, re.M))
     assert {m.split(".")[0] for m in imported} <= {"torch", "math", "collections", "itertools"}
     assert not {m.split(".")[0] for m in imported} & set(BLOCKED)
+
+
+def test_autocast_decorators_of_autograd_functions_are_removed():
+    """colt5-attention decorates its autograd function's ``forward``/``backward`` with
+    ``custom_fwd``/``custom_bwd`` (``torch.amp``'s need ``device_type`` when the class is
+    defined): removed, the file still compiles and nothing else changes."""
+    root = resolve({"kind": "pypi", "name": "colt5-attention", "version": "0.11.2"}, CACHE).root
+    text = (root / "colt5_attention/triton_coor_descent.py").read_text()
+    eager = _without_script_decorators(text)
+    removed = [ln.strip() for ln in text.splitlines() if ln not in eager.splitlines()]
+    assert removed and set(removed) <= {"@custom_fwd", "@custom_bwd"}
+    compile(eager, "triton_coor_descent.py", "exec")
+
+
+def test_a_parameter_annotated_with_a_torch_layer_gets_an_instance_of_it():
+    """torchtune's decoder and T5 encoder take ``tok_embeddings: nn.Embedding`` and
+    ``output: Union[nn.Linear, Callable]``: the first guesses are those layers, built at problem
+    size, where a number was guessed before; ``norm: nn.Module`` says nothing about the layer
+    and keeps the guesses its name gives."""
+    import ast
+    import inspect
+
+    from torch import nn
+
+    from curate.mine.guess import build, guess
+
+    root = resolve({"kind": "pypi", "name": "torchtune", "version": "0.6.1"}, CACHE).root
+    for rel, cls_name, want in (("torchtune/modules/transformer.py", "TransformerDecoder",
+                                 {"tok_embeddings": nn.Embedding, "output": nn.Linear}),
+                                ("torchtune/models/t5/_encoder.py", "T5Encoder", {"token_embedding": nn.Embedding})):
+        tree = ast.parse((root / rel).read_text())
+        init = next(f for c in tree.body if isinstance(c, ast.ClassDef) and c.name == cls_name
+                    for f in c.body if isinstance(f, ast.FunctionDef) and f.name == "__init__")
+        params = {a.arg: inspect.Parameter(a.arg, inspect.Parameter.KEYWORD_ONLY, annotation=ast.unparse(a.annotation))
+                  for a in init.args.kwonlyargs if a.annotation is not None}
+        for name, layer in want.items():
+            first = guess(name, params[name], nn.Module, {})[0]
+            assert isinstance(build(first, {"torch": torch}), layer), (cls_name, name, first)
+        for name in ("norm", "final_norm"):
+            if name in params:
+                plain = inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY)
+                assert guess(name, params[name], nn.Module, {}) == guess(name, plain, nn.Module, {})

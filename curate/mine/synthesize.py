@@ -2294,6 +2294,9 @@ _EAGER_DECORATORS = frozenset({
     "jit.script", "jit.script_method", "jit.ignore", "jit.unused", "jit.export", "jit.script_if_tracing",
     "jit._script_if_tracing", "jit.interface", "jit._overload_method", "jit.trace", "jit.trace_module",
     "compile", "compiler.disable", "_dynamo.disable", "_dynamo.optimize",
+    # mixed-precision casts around an autograd function: nothing to cast in full precision, and
+    # ``torch.amp.custom_fwd`` without ``device_type`` fails when the class is defined
+    "amp.custom_fwd", "amp.custom_bwd", "cuda.amp.custom_fwd", "cuda.amp.custom_bwd", "custom_fwd", "custom_bwd",
 })
 
 
@@ -2308,7 +2311,7 @@ def _eager_decorator(node: ast.expr) -> bool:
 
 
 def _without_script_decorators(source: str) -> str:
-    """``source`` with TorchScript, tracing and ``torch.compile`` decorators removed, so the
+    """``source`` with TorchScript, tracing, ``torch.compile`` and autocast decorators removed, so the
     decorated code runs eagerly and computes the same: ``@torch.jit.script``,
     ``@torch.jit.script_method``, ``@torch.jit.ignore``/``unused``/``export`` (with or without
     arguments), ``@torch.compile(...)``. TorchScript reads a function's source file, which code
@@ -2316,7 +2319,7 @@ def _without_script_decorators(source: str) -> str:
     ``ScriptModule``'s script methods are compiled under one qualified name per class, so the
     second build of the class in a process fails (``Can't redefine method: forward on class:
     __torch__...``); and a compiled reference would be timed as Inductor's code, not eager."""
-    if "jit." not in source and "compile" not in source and "_dynamo" not in source:
+    if not any(w in source for w in ("jit.", "compile", "_dynamo", "custom_fwd", "custom_bwd")):
         return source
     try:
         tree = ast.parse(source)
