@@ -246,3 +246,13 @@ def test_a_parameter_annotated_with_a_torch_layer_gets_an_instance_of_it():
             if name in params:
                 plain = inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY)
                 assert guess(name, params[name], nn.Module, {}) == guess(name, plain, nn.Module, {})
+
+
+def test_an_asserted_instance_of_a_class_of_the_file_is_built_with_its_own_arguments():
+    """coqui-tts' tortoise ``TransformerWrapper`` asserts ``isinstance(attn_layers,
+    AttentionLayers)``: the guess becomes an ``AttentionLayers`` built with arguments found for it
+    by a search of its own, written in place, and the wrapper runs on token ids."""
+    got = mine(pypi("coqui-tts", "0.28.0", [{"name": "torchaudio", "version": "2.11.0"}]),
+               "TTS.tts.layers.tortoise.xtransformers", "TransformerWrapper")
+    assert re.search(r"attn_layers=AttentionLayers\([^)]*dim=", got["code"])
+    run_alone(got["code"])

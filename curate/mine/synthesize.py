@@ -325,6 +325,12 @@ class ConstructorSearch:
                 out.append({**kwargs, n: [kwargs[n]] * 4})
         if msg.startswith("AssertionError"):
             out += _assert_repairs(kwargs, line, [n for n, _ in self.params])
+            # ``assert isinstance(attn_layers, AttentionLayers)``: an instance of that class of the file
+            for n, cls_name in re.findall(r"\bisinstance\(\s*(\w+)\s*,\s*(\w+)\s*\)", line):
+                if n in kwargs and not isinstance(kwargs[n], ConfigArg):
+                    built = self._instance_of(cls_name)
+                    if built is not None and built != kwargs[n]:
+                        out.append({**kwargs, n: built})
         if "divisible" in msg or "multiple" in msg or msg.startswith("AssertionError") and "%" in line:
             out.append({k: (v if not isinstance(v, int) or isinstance(v, bool) else (C if v != C else 8))
                         for k, v in kwargs.items()})
@@ -333,6 +339,40 @@ class ConstructorSearch:
             for alt in self._choices(n, kwargs[n]):
                 out.append({**kwargs, n: alt})
         return out
+
+    def _instance_of(self, cls_name: str) -> Expr | None:
+        """Source building an instance of class ``cls_name`` of the problem file, its arguments
+        found by a short search of their own (a class taking another class's instance, as
+        ``TransformerWrapper`` takes ``AttentionLayers``); None where none builds. Instances
+        nest at most two levels."""
+        target = self.ns.get(cls_name)
+        if not isinstance(target, type) or target is self.cls or getattr(self, "_depth", 0) >= 2:
+            return None
+        try:
+            torch.manual_seed(0)
+            target()
+            return Expr(f"{cls_name}()")
+        except Exception:  # noqa: BLE001 - it needs arguments: search them
+            pass
+        if not issubclass(target, nn.Module):
+            return None
+        try:
+            inner = ConstructorSearch(target, self.ns, max_tries=12, fill_empty=self.fill_empty)
+            inner._depth = getattr(self, "_depth", 0) + 1
+            got = inner.next(time.monotonic() + 3.0)
+        except SynthesisError:
+            return None
+        if got is None:
+            return None
+        parts = []
+        for k, v in got[1].items():
+            if isinstance(v, Expr):
+                parts.append(f"{k}={v.code}")
+            elif isinstance(v, ConfigArg) or not _literal_ok(v):
+                return None
+            else:
+                parts.append(f"{k}={v!r}")
+        return Expr(f"{cls_name}({', '.join(parts)})")
 
     def _source(self) -> str:
         """The mined file's text (``exec_source`` puts it in ``linecache``), for the keys and
