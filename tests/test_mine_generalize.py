@@ -256,3 +256,41 @@ def test_an_asserted_instance_of_a_class_of_the_file_is_built_with_its_own_argum
                "TTS.tts.layers.tortoise.xtransformers", "TransformerWrapper")
     assert re.search(r"attn_layers=AttentionLayers\([^)]*dim=", got["code"])
     run_alone(got["code"])
+
+
+def _manifest_resolver(name: str) -> Resolver:
+    from curate.mine.deps import dependency_roots
+    from curate.mine.sources import load_manifest
+
+    entry = next(e for e in load_manifest(Path(__file__).resolve().parents[1] / "manifests" / "pypi-pytorch.yaml")
+                 if e["name"] == name)
+    source = resolve(entry, CACHE)
+    return Resolver(source.root, {}, source.importable, dependency_roots(entry, CACHE))
+
+
+def test_a_name_rebound_from_its_import_reads_the_import():
+    """e2-tts-pytorch imports ``pad_sequence`` from torch and rebinds it, ``pad_sequence =
+    partial(pad_sequence, batch_first = True)``; simple-hierarchical-transformer does the same
+    with local-attention's ``LocalMHA``. As Python runs the file, the right-hand side reads the
+    import: the imported definition is copied under another name and read there (the problem
+    used to fail to load, ``name 'pad_sequence' is not defined``)."""
+    from curate.problem import exec_source
+
+    closure = _manifest_resolver("e2-tts-pytorch").closure("e2_tts_pytorch.e2_tts", "DurationPredictor")
+    assert "from torch.nn.utils.rnn import pad_sequence as pad_sequence_2" in closure.source
+    assert "pad_sequence = partial(pad_sequence_2, batch_first = True)" in closure.source
+    exec_source(closure.source, "rebinding")
+
+    got = mine(_manifest_resolver("simple-hierarchical-transformer"),
+               "simple_hierarchical_transformer.simple_hierarchical_transformer", "HierarchicalBlock")
+    assert re.search(r"^LocalMHA = partial\(LocalMHA_2, causal = True", got["code"], re.M)
+    run_alone(got["code"])
+
+
+def test_one_layer_guessed_where_a_list_of_layers_is_extended_becomes_a_list():
+    """torch-audiomentations' ``OneOf`` calls ``self.transforms.extend(transforms)``: the layer
+    guessed for ``transforms`` (``ModuleList.extend should be called with an iterable, but got
+    Linear``) becomes a list of two."""
+    got = mine(_manifest_resolver("torch-audiomentations"), "torch_audiomentations.core.composition", "OneOf")
+    assert re.search(r"transforms=\[torch\.nn\.\w+\(.*\), torch\.nn\.\w+\(", got["code"])
+    run_alone(got["code"])

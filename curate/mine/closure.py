@@ -583,6 +583,8 @@ class Resolver:
             stmt = idx.stmts[i]
             reads, exact = _global_reads(stmt.code)
             for used in sorted(reads):
+                if stmt.kind == "assign" and used in stmt.defines and self._rebinding(module, idx, i, used, st, name0):
+                    continue
                 self._need_name(module, used, st, via=name0)
             # a chain matters only from a module alias of the source: most statements read
             # none, and their syntax tree (the costly part) is never built
@@ -598,6 +600,38 @@ class Resolver:
                 got = self._nested_imports(module, i, st, via=name0)
                 if got is not st:
                     st.__dict__.update(got.__dict__)
+
+    def _rebinding(self, module: str, idx: FileIndex, i: int, name: str, st: _State, via: str) -> bool:
+        """``pad_sequence = partial(pad_sequence, batch_first=True)`` after ``from
+        torch.nn.utils.rnn import pad_sequence``: as Python runs the file, the right-hand side reads
+        the binding made before the statement, here the import, not the statement's own. The
+        imported definition is copied (under another name where the statement's claims this
+        one) and the statement's reads point to it. False where the statement is the first
+        binding of ``name`` but nothing is imported under it (the reads stay its own)."""
+        if any(j < i for j in self._defining(module, idx, name)) or name not in idx.imports:
+            return False  # an earlier definition is copied with it, in order: Python's own reading
+        try:
+            ent = self._locate_import(idx, idx.imports[name], 0)
+            tree = ast.parse(idx.stmts[i].code)
+        except (ClosureError, RecursionError, SyntaxError):
+            return False
+        if ent is None or ent[0] in ("<module>", "<missing>"):
+            return False
+        loads = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
+        if not loads:
+            return False
+        trial = st.copy()
+        try:
+            self._materialize(ent, name, trial, via)
+        except (ClosureError, RecursionError):
+            return False
+        st.__dict__.update(trial.__dict__)
+        _order_after(module, ent, st)
+        ref = f"__curate_ref_{len(st.refmarks)}__"
+        st.refmarks[ref] = ent
+        st.edits.setdefault((module, i), []).extend(
+            (n.lineno, n.col_offset, n.end_lineno, n.end_col_offset, [ref]) for n in loads)
+        return True
 
     def _typing_name(self, module: str, name: str) -> bool:
         """Whether ``name`` at the top of ``module`` is a ``typing`` construct, ``torch``'s
@@ -695,7 +729,7 @@ class Resolver:
             if lines is not None:
                 edits.append((node.lineno, node.col_offset, node.end_lineno, node.end_col_offset, lines))
         if edits:
-            st.edits[(module, i)] = edits
+            st.edits.setdefault((module, i), []).extend(edits)
         return st
 
     def _nested_module_import(self, node: ast.Import, code: str, st: _State, via: str) -> tuple[_State, list | None]:

@@ -514,6 +514,14 @@ class ConstructorSearch:
                     out.append({**kwargs, n: Expr(v.code + "()") if m.group(1) else cls_name.lower()})
                 elif isinstance(v, Expr) and v.code.startswith("torch.nn.functional.") and m.group(1):
                     out.append({**kwargs, n: Expr("torch.nn.GELU()")})  # a function where a layer goes
+        # one layer where a list of layers goes (``self.transforms.extend(transforms)``)
+        m = re.search(r"should be called with an iterable, but got (\w+)|'(\w+)' object is not iterable", msg)
+        if m:
+            kind = m.group(1) or m.group(2)
+            for n, v in kwargs.items():
+                if isinstance(v, Expr) and re.search(rf"\b{re.escape(kind)}\b", v.code) and not v.code.startswith("["):
+                    layer = v.code if v.code.endswith(")") else v.code + "()"
+                    out.append({**kwargs, n: Expr(f"[{layer}, {layer}]")})
         # plain values where layers go (``nn.ModuleList(experts)``, ``copy.deepcopy(module)``)
         if re.match(r"TypeError: (int|float|bool|str|tuple|list) is not a Module subclass", msg):
             layer = module_choices("")[0].code
