@@ -2421,8 +2421,9 @@ def synthesize_task(closure_source: str, class_name: str, doc: str, budget_s: fl
 
 
 #: The files a synthesis outcome depends on besides its closure (which is part of the item's
-#: key): the synthesizer, its guesses, the loader and the sandbox.
-_SYNTHESIS_FILES = ("mine/synthesize.py", "mine/guess.py", "problem.py", "sandbox.py", "conform.py")
+#: key): the synthesizer, its guesses and configuration globals, the loader and the sandbox.
+_SYNTHESIS_FILES = ("mine/synthesize.py", "mine/guess.py", "mine/configs.py", "problem.py", "sandbox.py",
+                    "conform.py")
 
 
 def synthesis_version() -> str:
