@@ -6,7 +6,10 @@ kept, yield with a 95% Wilson interval, and the top reject reasons. Per-class ou
 ``--jsonl`` for analysis.
 
     .venv/bin/python benchmarks/mine_yield.py manifests/pypi-pytorch.yaml --per-source 60 \
-        --jsonl /tmp/yield.jsonl [--only timm,transformers]
+        --jsonl /tmp/yield.jsonl [--only timm,transformers] [--sources 50]
+
+``--sources N`` measures a seeded random sample of N of the manifest's sources (the same N for
+the same seed and manifest), for a before/after comparison that fits a small machine.
 """
 
 from __future__ import annotations
@@ -44,6 +47,7 @@ def main() -> None:
     ap.add_argument("--per-source", type=int, default=60)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--only", default="", help="comma-separated source names")
+    ap.add_argument("--sources", type=int, default=0, help="a seeded random sample of this many sources")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--timeout-s", type=float, default=30.0)
     ap.add_argument("--jsonl", default="")
@@ -54,7 +58,11 @@ def main() -> None:
     out = open(args.jsonl, "w") if args.jsonl else None
     totals = collections.Counter()
     rows = []
-    for entry in load_manifest(args.manifest):
+    entries = load_manifest(args.manifest)
+    if args.sources and args.sources < len(entries):
+        picked = {e["name"] for e in random.Random(f"{args.seed}|sources").sample(entries, args.sources)}
+        entries = [e for e in entries if e["name"] in picked]
+    for entry in entries:
         if only and entry["name"] not in only:
             continue
         t0 = time.monotonic()

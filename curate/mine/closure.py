@@ -118,7 +118,7 @@ class Resolver:
             for p in (base.with_suffix(".py"), base / "__init__.py"):
                 if p.is_file():
                     return p
-        return shims.path(module)
+        return shims.path(module) if shims.overrides(module) else None
 
     def provenance(self, module: str) -> str | None:
         """The label of the dependency ``module`` comes from, None for the source itself."""
@@ -144,7 +144,7 @@ class Resolver:
 
     def shim(self, module: str) -> FileIndex | None:
         """The stand-in for ``module`` (indexed as ``<shim>module``), if there is one."""
-        return self.load(_SHIM + module) if shims.path(module) is not None else None
+        return self.load(_SHIM + module) if shims.overrides(module) else None
 
     def _defines(self, module: str, idx: FileIndex) -> set[str]:
         got = self._defs.get(module)
@@ -267,10 +267,35 @@ class Resolver:
             return ("<module>", sub)
         if pkg is not None and b.attr in pkg.lazy_imports and depth < 30:  # a lazy __init__'s TYPE_CHECKING import
             return self._locate_import(pkg, pkg.lazy_imports[b.attr], depth + 1)
+        fallback = self._fallback(absmod, b.attr, depth)
+        if fallback is not None:
+            return fallback
         # a stand-in covering part of a package, or a module without the name (a lazy
         # ``__init__`` such as transformers', a name a later release removed): a placeholder
         # that raises ImportError when used
         return ("<missing>", sub)
+
+    def _fallback(self, module: str, name: str, depth: int = 0) -> Entity | None:
+        """``name`` of the fallback stand-in for ``module`` (:data:`shims.FALLBACKS`), when the
+        module is absent from the source and its dependencies and the stand-in defines it."""
+        if module not in shims.FALLBACKS or self.module_path(module) is not None:
+            return None
+        idx = self.load(_SHIM + module)
+        if idx is None or name not in self._defines(_SHIM + module, idx) | set(idx.imports):
+            return None
+        return self.locate(_SHIM + module, name, depth + 1)
+
+    def _known_name(self, name: str) -> Entity | None:
+        """What a global read that nothing in the file binds is taken to mean when it is a
+        well-known library name whose import was lost (``rearrange``, ``DropPath``,
+        ``ConvModule``: :data:`shims.KNOWN_NAMES`): the stand-in's definition."""
+        module = shims.KNOWN_NAMES.get(name)
+        if module is None or shims.path(module) is None:
+            return None
+        idx = self.load(_SHIM + module)
+        if idx is None or name not in self._defines(_SHIM + module, idx) | set(idx.imports):
+            return None
+        return self.locate(_SHIM + module, name)
 
     # -- closure -------------------------------------------------------------------
     def closure(self, module: str, class_name: str) -> Closure:
@@ -558,6 +583,8 @@ class Resolver:
             stmt = idx.stmts[i]
             reads, exact = _global_reads(stmt.code)
             for used in sorted(reads):
+                if stmt.kind == "assign" and used in stmt.defines and self._rebinding(module, idx, i, used, st, name0):
+                    continue
                 self._need_name(module, used, st, via=name0)
             # a chain matters only from a module alias of the source: most statements read
             # none, and their syntax tree (the costly part) is never built
@@ -573,6 +600,38 @@ class Resolver:
                 got = self._nested_imports(module, i, st, via=name0)
                 if got is not st:
                     st.__dict__.update(got.__dict__)
+
+    def _rebinding(self, module: str, idx: FileIndex, i: int, name: str, st: _State, via: str) -> bool:
+        """``pad_sequence = partial(pad_sequence, batch_first=True)`` after ``from
+        torch.nn.utils.rnn import pad_sequence``: as Python runs the file, the right-hand side reads
+        the binding made before the statement, here the import, not the statement's own. The
+        imported definition is copied (under another name where the statement's claims this
+        one) and the statement's reads point to it. False where the statement is the first
+        binding of ``name`` but nothing is imported under it (the reads stay its own)."""
+        if any(j < i for j in self._defining(module, idx, name)) or name not in idx.imports:
+            return False  # an earlier definition is copied with it, in order: Python's own reading
+        try:
+            ent = self._locate_import(idx, idx.imports[name], 0)
+            tree = ast.parse(idx.stmts[i].code)
+        except (ClosureError, RecursionError, SyntaxError):
+            return False
+        if ent is None or ent[0] in ("<module>", "<missing>"):
+            return False
+        loads = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == name and isinstance(n.ctx, ast.Load)]
+        if not loads:
+            return False
+        trial = st.copy()
+        try:
+            self._materialize(ent, name, trial, via)
+        except (ClosureError, RecursionError):
+            return False
+        st.__dict__.update(trial.__dict__)
+        _order_after(module, ent, st)
+        ref = f"__curate_ref_{len(st.refmarks)}__"
+        st.refmarks[ref] = ent
+        st.edits.setdefault((module, i), []).extend(
+            (n.lineno, n.col_offset, n.end_lineno, n.end_col_offset, [ref]) for n in loads)
+        return True
 
     def _typing_name(self, module: str, name: str) -> bool:
         """Whether ``name`` at the top of ``module`` is a ``typing`` construct, ``torch``'s
@@ -670,7 +729,7 @@ class Resolver:
             if lines is not None:
                 edits.append((node.lineno, node.col_offset, node.end_lineno, node.end_col_offset, lines))
         if edits:
-            st.edits[(module, i)] = edits
+            st.edits.setdefault((module, i), []).extend(edits)
         return st
 
     def _nested_module_import(self, node: ast.Import, code: str, st: _State, via: str) -> tuple[_State, list | None]:
@@ -733,6 +792,8 @@ class Resolver:
             # extension loader, modelscope's index): an exec-based harness defines no
             # `__file__`, so the problem binds it to "" there (data files stay missing)
             ent = ("<file>", "__file__")
+        if ent is None and used not in _BUILTINS:
+            ent = self._known_name(used)
         if ent is None:
             if used not in _BUILTINS:
                 st.unresolved.add(f"{module}.{used}")

@@ -26,6 +26,7 @@ import inspect
 import re
 import textwrap
 import types
+import typing
 from typing import Any
 
 import torch
@@ -222,6 +223,51 @@ def _config_for(name: str, ann: str, ns: dict[str, Any], owner: type) -> type | 
     return max(configs, key=lambda c: (shared_prefix(c), -len(c.__name__)))
 
 
+#: Arguments that build a problem-sized instance of a ``torch.nn`` layer class named by an
+#: annotation (``fp: nn.LayerNorm``); classes not listed are built without arguments.
+_LAYER_ARGS = {
+    "Linear": f"{C}, {C}", "Bilinear": f"{C}, {C}, {C}", "LazyLinear": f"{C}",
+    "Conv1d": f"{C}, {C}, 3, padding=1", "Conv2d": f"{C}, {C}, 3, padding=1", "Conv3d": f"{C}, {C}, 3, padding=1",
+    "ConvTranspose1d": f"{C}, {C}, 3, padding=1", "ConvTranspose2d": f"{C}, {C}, 3, padding=1",
+    "ConvTranspose3d": f"{C}, {C}, 3, padding=1",
+    "LayerNorm": f"{C}", "RMSNorm": f"{C}", "BatchNorm1d": f"{C}", "BatchNorm2d": f"{C}", "BatchNorm3d": f"{C}",
+    "InstanceNorm1d": f"{C}", "InstanceNorm2d": f"{C}", "InstanceNorm3d": f"{C}", "GroupNorm": f"8, {C}",
+    "Embedding": f"{MAX_VOCAB}, {C}", "EmbeddingBag": f"{MAX_VOCAB}, {C}",
+    "MultiheadAttention": f"{C}, 8, batch_first=True", "LSTM": f"{C}, {C}, batch_first=True",
+    "GRU": f"{C}, {C}, batch_first=True", "RNN": f"{C}, {C}, batch_first=True", "LSTMCell": f"{C}, {C}",
+    "GRUCell": f"{C}, {C}", "PReLU": "", "Dropout": "0.0",
+    "TransformerEncoderLayer": f"{C}, 8, {4 * C}, 0.0, batch_first=True",
+    "TransformerDecoderLayer": f"{C}, 8, {4 * C}, 0.0, batch_first=True",
+}
+_CONTAINERS = {"Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList", "ParameterDict"}
+
+
+def _annotation_words(ann: Any) -> list[str]:
+    """Class names an annotation (a string, a class, ``Optional[...]``) mentions."""
+    if isinstance(ann, str):
+        return re.findall(r"(?<![\w.])(?:torch\.)?(?:nn\.)?([A-Z]\w*)", ann)
+    if isinstance(ann, type):
+        return [ann.__name__] if ann.__module__.startswith("torch.nn") else []
+    return [w for a in typing.get_args(ann) for w in _annotation_words(a)]
+
+
+def annotated_layer(ann: Any) -> Expr | None:
+    """An instance of the ``torch.nn`` layer class an annotation names (``nn.LayerNorm``,
+    ``Optional[torch.nn.Conv2d]``, ``"LayerNorm"``), or None: containers and plain
+    ``nn.Module`` say nothing about the layer."""
+    for word in _annotation_words(ann):
+        layer = getattr(nn, word, None)
+        if not (isinstance(layer, type) and issubclass(layer, nn.Module)) or word in _CONTAINERS:
+            continue
+        code = f"torch.nn.{word}({_LAYER_ARGS.get(word, '')})"
+        try:
+            eval(code, {"torch": torch})
+        except Exception:  # a layer that needs arguments this table does not know
+            continue
+        return Expr(code)
+    return None
+
+
 def guess(name: str, param: inspect.Parameter, cls: type, ns: dict[str, Any]) -> list[Any]:
     """Guesses for constructor parameter ``name`` of ``cls``, best first."""
     low = name.lower()
@@ -229,6 +275,11 @@ def guess(name: str, param: inspect.Parameter, cls: type, ns: dict[str, Any]) ->
     config = _config_for(name, ann, ns, cls)
     if config is not None:
         return [ConfigArg(config.__name__, tuple(sorted(scaled_config(config).items())))]
+    # not for the parameters that take a class to build (``norm_layer: nn.LayerNorm = ...``)
+    classes = re.search(_ACT_RE, low) or re.search(_NORM_RE, low) or re.search(_BLOCK_RE, low)
+    layer = annotated_layer(param.annotation) if ann and not classes else None
+    if layer is not None:  # the layer a wrapper takes (``fp: nn.LayerNorm``, ``base: nn.Linear``)
+        return [layer] + [e for e in MODULE_CHOICES if e != layer]
     ann_l = ann.lower()
     if re.search(_ACT_RE, low) or "callable" in ann_l and re.search(r"act", low):
         return ACT_CHOICES

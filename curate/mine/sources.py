@@ -262,7 +262,12 @@ def _pip_download(req: str, dl: Path) -> Path:
         name = p.name.lower().replace("-", "_").replace(".", "_")
         if ver and p.is_file() and name.startswith(f"{stem}_{ver.replace('.', '_').replace('-', '_')}_"):
             return p
-    for binary in (["--only-binary=:all:"], ["--no-binary=:all:"]):
+    # an sdist's metadata is prepared by its build backend: first with the backend this
+    # environment has (no build requirements installed), then in an isolated build environment
+    # whose requirements come as wheels (``--no-binary=:all:`` built numpy and scipy from
+    # source for that, for many minutes)
+    sdist = [f"--no-binary={req.split('==')[0]}"]
+    for binary in (["--only-binary=:all:"], sdist + ["--no-build-isolation"], sdist):
         # the source is read, not installed: a release that needs a newer Python is still minable
         with tempfile.TemporaryDirectory(dir=dl, prefix=".download-") as tmp:
             cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "--ignore-requires-python",

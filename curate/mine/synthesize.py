@@ -61,6 +61,8 @@ from curate.mine.guess import (
     scaled_config,
     scaled_values,
 )
+from curate.mine.configs import global_configs, with_configs
+from curate.mine.configs import repair as repair_configs
 from curate.conform import check as conformance_check
 from curate.conform import misuse_pattern
 from curate.problem import assemble, build_inputs, exec_source, load_problem
@@ -176,6 +178,7 @@ class ConstructorSearch:
         self.tried: set[str] = set()
         self.max_tries = max_tries
         self.last = ""
+        self.last_line = ""  # the mined code's line that raised self.last
 
     def next(self, deadline: float) -> tuple[nn.Module, dict[str, Any]] | None:
         while self.queue and len(self.tried) < self.max_tries and time.monotonic() < deadline:
@@ -203,6 +206,7 @@ class ConstructorSearch:
                 raise SynthesisError("abstract", f"NotImplementedError: {exc}")
             except (Exception, SystemExit) as exc:  # mined code may call sys.exit
                 self.last = f"{type(exc).__name__}: {exc}"
+                self.last_line = blame(exc)
                 reason = _classify(self.last, "")
                 if reason:
                     raise SynthesisError(reason, self.last)
@@ -321,6 +325,12 @@ class ConstructorSearch:
                 out.append({**kwargs, n: [kwargs[n]] * 4})
         if msg.startswith("AssertionError"):
             out += _assert_repairs(kwargs, line, [n for n, _ in self.params])
+            # ``assert isinstance(attn_layers, AttentionLayers)``: an instance of that class of the file
+            for n, cls_name in re.findall(r"\bisinstance\(\s*(\w+)\s*,\s*(\w+)\s*\)", line):
+                if n in kwargs and not isinstance(kwargs[n], ConfigArg):
+                    built = self._instance_of(cls_name)
+                    if built is not None and built != kwargs[n]:
+                        out.append({**kwargs, n: built})
         if "divisible" in msg or "multiple" in msg or msg.startswith("AssertionError") and "%" in line:
             out.append({k: (v if not isinstance(v, int) or isinstance(v, bool) else (C if v != C else 8))
                         for k, v in kwargs.items()})
@@ -329,6 +339,40 @@ class ConstructorSearch:
             for alt in self._choices(n, kwargs[n]):
                 out.append({**kwargs, n: alt})
         return out
+
+    def _instance_of(self, cls_name: str) -> Expr | None:
+        """Source building an instance of class ``cls_name`` of the problem file, its arguments
+        found by a short search of their own (a class taking another class's instance, as
+        ``TransformerWrapper`` takes ``AttentionLayers``); None where none builds. Instances
+        nest at most two levels."""
+        target = self.ns.get(cls_name)
+        if not isinstance(target, type) or target is self.cls or getattr(self, "_depth", 0) >= 2:
+            return None
+        try:
+            torch.manual_seed(0)
+            target()
+            return Expr(f"{cls_name}()")
+        except Exception:  # noqa: BLE001 - it needs arguments: search them
+            pass
+        if not issubclass(target, nn.Module):
+            return None
+        try:
+            inner = ConstructorSearch(target, self.ns, max_tries=12, fill_empty=self.fill_empty)
+            inner._depth = getattr(self, "_depth", 0) + 1
+            got = inner.next(time.monotonic() + 3.0)
+        except SynthesisError:
+            return None
+        if got is None:
+            return None
+        parts = []
+        for k, v in got[1].items():
+            if isinstance(v, Expr):
+                parts.append(f"{k}={v.code}")
+            elif isinstance(v, ConfigArg) or not _literal_ok(v):
+                return None
+            else:
+                parts.append(f"{k}={v!r}")
+        return Expr(f"{cls_name}({', '.join(parts)})")
 
     def _source(self) -> str:
         """The mined file's text (``exec_source`` puts it in ``linecache``), for the keys and
@@ -470,6 +514,14 @@ class ConstructorSearch:
                     out.append({**kwargs, n: Expr(v.code + "()") if m.group(1) else cls_name.lower()})
                 elif isinstance(v, Expr) and v.code.startswith("torch.nn.functional.") and m.group(1):
                     out.append({**kwargs, n: Expr("torch.nn.GELU()")})  # a function where a layer goes
+        # one layer where a list of layers goes (``self.transforms.extend(transforms)``)
+        m = re.search(r"should be called with an iterable, but got (\w+)|'(\w+)' object is not iterable", msg)
+        if m:
+            kind = m.group(1) or m.group(2)
+            for n, v in kwargs.items():
+                if isinstance(v, Expr) and re.search(rf"\b{re.escape(kind)}\b", v.code) and not v.code.startswith("["):
+                    layer = v.code if v.code.endswith(")") else v.code + "()"
+                    out.append({**kwargs, n: Expr(f"[{layer}, {layer}]")})
         # plain values where layers go (``nn.ModuleList(experts)``, ``copy.deepcopy(module)``)
         if re.match(r"TypeError: (int|float|bool|str|tuple|list) is not a Module subclass", msg):
             layer = module_choices("")[0].code
@@ -2164,7 +2216,23 @@ def synthesize(closure_source: str, class_name: str, doc: str, budget_s: float =
         SynthesisError: as :func:`_synthesize`.
     """
     with problem_imports(closure_source):
-        return _synthesize(closure_source, class_name, doc, budget_s)
+        configs = global_configs(closure_source)
+        if not configs:
+            return _synthesize(closure_source, class_name, doc, budget_s)
+        # configuration globals the code reads but no copied statement binds: made for the
+        # problem, and their guesses repaired from the errors they cause, as arguments' are
+        end = time.monotonic() + budget_s
+        for attempt in range(4):
+            left = end - time.monotonic()
+            try:
+                return _synthesize(with_configs(closure_source, configs), class_name, doc,
+                                   left if attempt == 3 else max(1.0, 0.6 * left))
+            except SynthesisError as exc:
+                fixed = repair_configs(configs, exc.detail, exc.line)
+                if fixed is None or end - time.monotonic() < 1.0:
+                    raise
+                configs = fixed
+        raise AssertionError("unreachable")  # the last attempt returns or raises
 
 
 def _synthesize(closure_source: str, class_name: str, doc: str, budget_s: float = 20.0) -> dict[str, Any]:
@@ -2222,7 +2290,8 @@ def _synthesize(closure_source: str, class_name: str, doc: str, budget_s: float 
     if found is None:
         if failures:
             raise failures[0]
-        raise SynthesisError(_classify(search.last, "constructor_failed"), search.last or "no guess tried")
+        raise SynthesisError(_classify(search.last, "constructor_failed"), search.last or "no guess tried",
+                             search.last_line)
     module, kwargs, specs, out, lazy = found
     if not _finite(out):
         raise SynthesisError("nonfinite_output", "the output holds NaN or infinity")
@@ -2267,23 +2336,57 @@ def _synthesize(closure_source: str, class_name: str, doc: str, budget_s: float 
 EXEC_SAFE_LINE = '__name__ = globals().get("__name__") or "builtins"  # as classes get under exec() into {}'
 
 
+#: Decorators that compile or trace what they decorate (TorchScript, ``torch.compile``); dotted
+#: names as written, ``torch.`` optional. Called forms (``@torch.jit.ignore(drop=True)``) count.
+_EAGER_DECORATORS = frozenset({
+    "jit.script", "jit.script_method", "jit.ignore", "jit.unused", "jit.export", "jit.script_if_tracing",
+    "jit._script_if_tracing", "jit.interface", "jit._overload_method", "jit.trace", "jit.trace_module",
+    "compile", "compiler.disable", "_dynamo.disable", "_dynamo.optimize",
+    # mixed-precision casts around an autograd function: nothing to cast in full precision, and
+    # ``torch.amp.custom_fwd`` without ``device_type`` fails when the class is defined
+    "amp.custom_fwd", "amp.custom_bwd", "cuda.amp.custom_fwd", "cuda.amp.custom_bwd", "custom_fwd", "custom_bwd",
+})
+
+
+def _eager_decorator(node: ast.expr) -> bool:
+    """Whether a decorator compiles or traces (:data:`_EAGER_DECORATORS`)."""
+    target = node.func if isinstance(node, ast.Call) else node
+    try:
+        name = ast.unparse(target)
+    except Exception:  # noqa: BLE001 - an odd node is not a compile decorator
+        return False
+    return name.removeprefix("torch.") in _EAGER_DECORATORS
+
+
 def _without_script_decorators(source: str) -> str:
-    """``source`` without ``@torch.jit.script`` decorator lines: TorchScript reads a function's
-    source file, which code ``exec()``-ed from a string has none of (a KernelBench-style
-    harness's load fails), and the function computes the same without it."""
-    if "jit.script" not in source:
+    """``source`` with TorchScript, tracing, ``torch.compile`` and autocast decorators removed, so the
+    decorated code runs eagerly and computes the same: ``@torch.jit.script``,
+    ``@torch.jit.script_method``, ``@torch.jit.ignore``/``unused``/``export`` (with or without
+    arguments), ``@torch.compile(...)``. TorchScript reads a function's source file, which code
+    ``exec()``-ed from a string has none of (a KernelBench-style harness's load fails); a
+    ``ScriptModule``'s script methods are compiled under one qualified name per class, so the
+    second build of the class in a process fails (``Can't redefine method: forward on class:
+    __torch__...``); and a compiled reference would be timed as Inductor's code, not eager."""
+    if not any(w in source for w in ("jit.", "compile", "_dynamo", "custom_fwd", "custom_bwd")):
         return source
     try:
         tree = ast.parse(source)
     except SyntaxError:
         return source
-    drop = set()
+    drop: set[int] = set()
     for node in ast.walk(tree):
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             for d in node.decorator_list:
-                if ast.unparse(d) in ("torch.jit.script", "jit.script") and d.lineno == d.end_lineno:
-                    drop.add(d.lineno)
-    return "".join(line for k, line in enumerate(source.splitlines(keepends=True), 1) if k not in drop)
+                if _eager_decorator(d):
+                    # the decorator's lines, with the "@" on the line before its expression starts
+                    drop.update(range(d.lineno, d.end_lineno + 1))
+    if not drop:
+        return source
+    lines = source.splitlines(keepends=True)
+    for k in drop:  # a multi-line decorator may share no line with code; check and keep it safe
+        if not lines[k - 1].lstrip().startswith("@") and k - 1 not in drop:
+            return source
+    return "".join(line for k, line in enumerate(lines, 1) if k not in drop)
 
 
 def exec_safe(closure_source: str) -> str:
@@ -2318,8 +2421,9 @@ def synthesize_task(closure_source: str, class_name: str, doc: str, budget_s: fl
 
 
 #: The files a synthesis outcome depends on besides its closure (which is part of the item's
-#: key): the synthesizer, its guesses, the loader and the sandbox.
-_SYNTHESIS_FILES = ("mine/synthesize.py", "mine/guess.py", "problem.py", "sandbox.py", "conform.py")
+#: key): the synthesizer, its guesses and configuration globals, the loader and the sandbox.
+_SYNTHESIS_FILES = ("mine/synthesize.py", "mine/guess.py", "mine/configs.py", "problem.py", "sandbox.py",
+                    "conform.py")
 
 
 def synthesis_version() -> str:

@@ -84,7 +84,39 @@ STAND_INS: dict[str, str] = {
 }
 
 
+#: module name -> file of a stand-in used only where the module is absent from the source and
+#: its dependencies: research code imports a few helpers of a large package (timm's
+#: ``DropPath``, mmcv's ``ConvModule``) that is not installed with it; where the package's
+#: own code is at hand, that code is copied instead.
+FALLBACKS: dict[str, str] = {
+    **{f"timm.{m}": "timm_layers.py" for m in (
+        "layers", "layers.drop", "layers.helpers", "layers.weight_init", "layers.mlp",
+        "models.layers", "models.layers.drop", "models.layers.helpers", "models.layers.weight_init",
+        "models.layers.mlp", "models.registry", "models._registry", "models")},
+    **{m: "mmcv_cnn.py" for m in ("mmcv.cnn", "mmcv.cnn.bricks", "mmcv.cnn.bricks.conv_module",
+                                  "mmcv.cnn.utils.weight_init", "mmcv.runner", "mmcv.runner.base_module",
+                                  "mmengine.model", "mmengine.model.weight_init")},
+}
+
+#: Names research code calls without importing them (an import lost when a file was copied
+#: from elsewhere): the stand-in module whose definition they are taken to mean. Only names
+#: with one common meaning; ``reduce`` (``functools``' or einops') is not among them.
+KNOWN_NAMES: dict[str, str] = {
+    **{n: "einops" for n in ("rearrange", "repeat", "parse_shape", "pack", "unpack")},
+    **{n: "einops.layers.torch" for n in ("Rearrange", "Reduce")},
+    **{n: "timm.layers" for n in ("DropPath", "drop_path", "to_2tuple", "to_3tuple", "to_ntuple",
+                                  "trunc_normal_", "lecun_normal_", "make_divisible", "register_model")},
+    **{n: "mmcv.cnn" for n in ("ConvModule", "build_norm_layer", "build_conv_layer", "build_activation_layer",
+                               "constant_init", "normal_init", "xavier_init", "kaiming_init", "BaseModule")},
+}
+
+
 def path(module: str) -> Path | None:
-    """The stand-in file for ``module``, or None."""
-    name = STAND_INS.get(module)
+    """The stand-in file for ``module`` (a stand-in or a fallback), or None."""
+    name = STAND_INS.get(module) or FALLBACKS.get(module)
     return _DIR / name if name else None
+
+
+def overrides(module: str) -> bool:
+    """Whether ``module``'s stand-in is used even where the module's own code is at hand."""
+    return module in STAND_INS

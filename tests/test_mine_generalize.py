@@ -1,0 +1,296 @@
+"""Mining code nobody tuned for: fallback stand-ins for helpers of packages a source does not
+ship (timm's layer helpers, mmcv's layer builders), well-known names whose import was lost,
+configuration globals made from the attribute paths the code reads, and TorchScript
+decorators run eagerly. Each on real code of manifests/pypi-pytorch.yaml's packages."""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+import textwrap
+from pathlib import Path
+
+import pytest
+import torch
+from test_mine_yield import BLOCKED, mine, pypi, run_alone
+
+from curate.mine import default_cache, shims
+from curate.mine.closure import Resolver
+from curate.mine.configs import global_configs, leaf_guess, repair, with_configs
+from curate.mine.sources import resolve
+from curate.mine.synthesize import _without_script_decorators, synthesize
+
+CACHE = default_cache()
+SHIMS = Path(shims.__file__).parent
+
+
+def _load(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _without_deps(name: str, version: str) -> Resolver:
+    """A resolver over the package's own files alone (its manifest ``deps`` left out), as a
+    research repository that imports timm or mmcv without shipping them is mined."""
+    source = resolve({"kind": "pypi", "name": name, "version": version}, CACHE)
+    return Resolver(source.root, {}, source.importable)
+
+
+# --------------------------------------------------------------------------- fallback stand-ins
+def test_timm_helpers_fall_back_to_the_standin_only_where_timm_is_absent():
+    """modelscope's document-understanding ConvNeXt block imports ``DropPath`` and
+    ``trunc_normal_`` from ``timm.models.layers``. Mined without timm, the stand-in is copied
+    and the problem runs where timm cannot be imported; mined with timm as a dependency (the
+    manifest's entry), timm's own code is copied instead."""
+    module, cls = "modelscope.models.multi_modal.vldoc.convnext", "Block"
+    closure = _without_deps("modelscope", "1.40.2").closure(module, cls)
+    assert "# timm.models.layers: torch-only stand-ins written for curate" in closure.source
+    got = synthesize(closure.source, cls, "test", 60)
+    run_alone(got["code"])
+
+    with_timm = pypi("modelscope", "1.40.2", [{"name": "timm", "version": "1.0.31"}]).closure(module, cls)
+    assert "stand-ins written for curate" not in with_timm.source
+    assert "# includes code from timm" in with_timm.source
+
+
+def test_timm_standin_matches_timms_own_helpers():
+    """The stand-in against timm 1.0.31's own ``helpers``, ``drop`` and ``weight_init`` files
+    (torch-only, loaded from the wheel): tuples, rounding to a divisor, stochastic depth
+    (same samples dropped, same scaling, for the same seed) and truncated-normal ranges."""
+    root = resolve({"kind": "pypi", "name": "timm", "version": "1.0.31"}, CACHE).root / "timm" / "layers"
+    helpers, drop = _load(root / "helpers.py", "timm_helpers"), _load(root / "drop.py", "timm_drop")
+    ours = _load(SHIMS / "timm_layers.py", "standin_timm_layers")
+    for x in (3, (3, 5), [1, 2], "ab"):
+        assert ours.to_2tuple(x) == helpers.to_2tuple(x)
+        assert ours.to_ntuple(3)(x) == helpers.to_ntuple(3)(x)
+    for v in range(1, 300, 7):
+        for divisor in (4, 8, 16):
+            assert ours.make_divisible(v, divisor) == helpers.make_divisible(v, divisor)
+    x = torch.randn(16, 8, 4, 4)
+    for p, scale in ((0.0, True), (0.3, True), (0.3, False)):
+        for training in (False, True):
+            torch.manual_seed(0)
+            want = drop.drop_path(x, p, training, scale)
+            torch.manual_seed(0)
+            assert torch.equal(ours.drop_path(x, p, training, scale), want)
+            torch.manual_seed(0)
+            layer = ours.DropPath(p, scale).train(training)
+            assert torch.equal(layer(x), want)
+    w = torch.empty(64, 64)
+    ours.trunc_normal_(w, std=0.02)
+    assert w.abs().max() <= 2.0 and 0.01 < w.std() < 0.03
+    mlp = ours.Mlp(32, 64, act_layer=torch.nn.GELU, drop=0.0)
+    assert [type(m).__name__ for m in mlp.children()] == ["Linear", "GELU", "Dropout", "Identity", "Linear", "Dropout"]
+    assert mlp(torch.randn(2, 32)).shape == (2, 32)
+
+
+def test_mmcv_conv_module_falls_back_to_the_standin():
+    """modelscope's ``ConvModule_Norm`` subclasses mmcv's ``ConvModule``, which the manifest
+    does not ship: the stand-in makes it a convolution followed by the configured normalization
+    and activation, and the problem runs without mmcv."""
+    module, cls = "modelscope.models.cv.object_detection.mmdet_ms.utils.convModule_norm", "ConvModule_Norm"
+    closure = pypi("modelscope", "1.40.2").closure(module, cls)
+    assert "mmcv.cnn: torch-only stand-ins written for curate" in closure.source
+    got = synthesize(closure.source, cls, "test", 60)
+    run_alone(got["code"])
+    ours = _load(SHIMS / "mmcv_cnn.py", "standin_mmcv_cnn")
+    conv = ours.ConvModule(8, 16, 3, padding=1, norm_cfg=dict(type="BN"), act_cfg=dict(type="ReLU"))
+    assert conv.conv.bias is None and isinstance(conv.norm, torch.nn.BatchNorm2d) and conv.norm_name == "bn"
+    assert conv(torch.randn(2, 8, 8, 8)).min() >= 0  # after the ReLU
+    plain = ours.ConvModule(8, 16, 1, act_cfg=None)
+    assert plain.conv.bias is not None and plain.norm is None
+    assert ours.build_norm_layer(dict(type="GN", num_groups=4), 16)[1].num_groups == 4
+
+
+def test_well_known_names_whose_import_was_lost_resolve_to_standins(tmp_path: Path):
+    """vit-pytorch's ViT with its einops imports deleted (as when a file is copied into a research
+    repository without them): ``rearrange``, ``repeat`` and ``Rearrange`` are read as einops'
+    and resolve to the stand-ins; the problem runs without einops."""
+    root = resolve({"kind": "pypi", "name": "vit-pytorch", "version": "1.26.11"}, CACHE).root
+    text = (root / "vit_pytorch" / "vit.py").read_text()
+    lost = re.sub(r"^from einops.*$", "", text, flags=re.M)
+    assert lost != text and "rearrange(" in lost and "repeat(" in lost
+    (tmp_path / "repo").mkdir()
+    (tmp_path / "repo" / "vit.py").write_text(lost)
+    closure = Resolver(tmp_path, {}).closure("repo.vit", "ViT")
+    assert not closure.unresolved
+    assert "einops: torch-only stand-ins" in closure.source and "einops.layers.torch" in closure.source
+    got = synthesize(closure.source, "ViT", "test", 90)
+    run_alone(got["code"])
+
+
+# --------------------------------------------------------------------------- configuration globals
+def test_a_configuration_global_is_made_from_the_attribute_paths_the_code_reads():
+    """modelscope's image-to-video UNet reads ``cfg.default_fps`` from a configuration global
+    its file never binds: the problem gets ``cfg`` with that attribute, a number guessed from
+    its name, written above the code."""
+    root = resolve({"kind": "pypi", "name": "modelscope", "version": "1.40.2"}, CACHE).root
+    text = (root / "modelscope/models/multi_modal/image_to_video/modules/unet_i2v.py").read_text()
+    configs = global_configs(text)
+    assert configs == {"cfg": {"default_fps": configs["cfg"]["default_fps"]}}
+    assert isinstance(configs["cfg"]["default_fps"], int)
+    made = with_configs(text, configs)
+    ns: dict = {}
+    exec(compile(made.split("\nimport torch", 1)[0], "<configs>", "exec"), ns)
+    assert ns["cfg"].default_fps == configs["cfg"]["default_fps"]
+
+
+def test_configuration_leaves_take_their_use_and_are_repaired_from_errors():
+    """Leaves follow the use the code makes of them, nested paths become nested namespaces,
+    and errors change a guess: an attribute read through an alias is added, a number the
+    code iterates becomes a list. The source is the modelscope UNet's own ``cfg`` read plus
+    the reads of detectron-style heads (``cfg.MODEL.FPN.STRIDES``)."""
+    source = textwrap.dedent("""
+        import torch
+        class Head(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                m = cfg.MODEL
+                n = cfg.MODEL.BACKBONE.OUT_CHANNELS
+                self.convs = torch.nn.ModuleList(torch.nn.Conv2d(n, n, 3, padding=1)
+                                                 for _ in range(cfg.MODEL.NUM_CONVS))
+                self.strides = [s for s in cfg.MODEL.FPN.STRIDES]
+                self.act = torch.nn.ReLU() if cfg.MODEL.ACT == "relu" else torch.nn.GELU()
+                self.norm = torch.nn.GroupNorm(m.GROUPS, n) if args.use_gn else torch.nn.Identity()
+                self.drop = torch.nn.Dropout(args.dropout)
+            def forward(self, x):
+                for c in self.convs:
+                    x = self.act(c(x))
+                return self.drop(self.norm(x)) * cfg.default_fps
+    """)
+    configs = global_configs(source)
+    model = configs["cfg"]["MODEL"]
+    assert model["FPN"]["STRIDES"] == [2, 2, 2, 2] and model["ACT"] == "relu" and model["NUM_CONVS"] == 2
+    assert model["BACKBONE"]["OUT_CHANNELS"] == 64 and configs["args"] == {"use_gn": False, "dropout": 0.0}
+    fixed = repair(configs, "AttributeError: 'types.SimpleNamespace' object has no attribute 'GROUPS'")
+    assert fixed["cfg"]["MODEL"]["GROUPS"] == leaf_guess("GROUPS")
+    fixed = repair(configs, "TypeError: 'int' object is not iterable", "for s in cfg.MODEL.BACKBONE.OUT_CHANNELS:")
+    assert fixed["cfg"]["MODEL"]["BACKBONE"]["OUT_CHANNELS"] == [64] * 4
+    assert repair(configs, "RuntimeError: shape mismatch", "x = y") is None
+    got = synthesize(source, "Head", "test", 60)
+    assert "cfg = types.SimpleNamespace(" in got["code"]
+    run_alone(got["code"])
+
+
+# --------------------------------------------------------------------------- TorchScript
+def test_torchscript_decorators_are_run_eagerly():
+    """pytorchvideo's ``MoveChannelRear`` decorates ``forward`` with ``@torch.jit.script_method``
+    on a plain ``nn.Module`` (a stub that cannot be called eagerly); torchvision's DenseNet layer
+    marks methods ``@torch.jit.unused`` and ``@torch.jit._overload_method``. Without the
+    decorators the code computes the same eagerly, builds twice in one process (script methods
+    were compiled once per qualified name), and a plain ``exec()`` harness loads it."""
+    got = mine(pypi("pytorchvideo", "0.1.5"), "pytorchvideo.transforms.transforms", "MoveChannelRear")
+    assert "jit" not in got["code"]
+    x = torch.randn(*got["input_spec"][0]["shape"])
+    ns: dict = {}
+    exec(compile(got["code"], "<problem>", "exec"), ns)
+    assert torch.equal(ns["Model"](*ns["get_init_inputs"]())(x), x.permute(1, 2, 3, 0))
+    run_alone(got["code"])
+
+    root = resolve({"kind": "pypi", "name": "torchvision", "version": "0.29.1"}, CACHE).root
+    text = (root / "torchvision/models/densenet.py").read_text()
+    eager = _without_script_decorators(text)
+    assert "@torch.jit" not in eager and eager.count("def forward") == text.count("def forward")
+    compile(eager, "densenet.py", "exec")
+    assert len(eager.splitlines()) == len(text.splitlines()) - text.count("@torch.jit.")
+
+
+@pytest.mark.parametrize("module", sorted(set(shims.FALLBACKS.values())))
+def test_fallback_standins_import_only_torch(module: str):
+    """A fallback stand-in is copied into problems: torch and the standard library only."""
+    text = (SHIMS / module).read_text()
+    imported = set(re.findall(r"^(?:from|import) ([\w.]+)", text, re.M))
+    assert {m.split(".")[0] for m in imported} <= {"torch", "math", "collections", "itertools"}
+    assert not {m.split(".")[0] for m in imported} & set(BLOCKED)
+
+
+def test_autocast_decorators_of_autograd_functions_are_removed():
+    """colt5-attention decorates its autograd function's ``forward``/``backward`` with
+    ``custom_fwd``/``custom_bwd`` (``torch.amp``'s need ``device_type`` when the class is
+    defined): removed, the file still compiles and nothing else changes."""
+    root = resolve({"kind": "pypi", "name": "colt5-attention", "version": "0.11.2"}, CACHE).root
+    text = (root / "colt5_attention/triton_coor_descent.py").read_text()
+    eager = _without_script_decorators(text)
+    removed = [ln.strip() for ln in text.splitlines() if ln not in eager.splitlines()]
+    assert removed and set(removed) <= {"@custom_fwd", "@custom_bwd"}
+    compile(eager, "triton_coor_descent.py", "exec")
+
+
+def test_a_parameter_annotated_with_a_torch_layer_gets_an_instance_of_it():
+    """torchtune's decoder and T5 encoder take ``tok_embeddings: nn.Embedding`` and
+    ``output: Union[nn.Linear, Callable]``: the first guesses are those layers, built at problem
+    size, where a number was guessed before; ``norm: nn.Module`` says nothing about the layer
+    and keeps the guesses its name gives."""
+    import ast
+    import inspect
+
+    from torch import nn
+
+    from curate.mine.guess import build, guess
+
+    root = resolve({"kind": "pypi", "name": "torchtune", "version": "0.6.1"}, CACHE).root
+    for rel, cls_name, want in (("torchtune/modules/transformer.py", "TransformerDecoder",
+                                 {"tok_embeddings": nn.Embedding, "output": nn.Linear}),
+                                ("torchtune/models/t5/_encoder.py", "T5Encoder", {"token_embedding": nn.Embedding})):
+        tree = ast.parse((root / rel).read_text())
+        init = next(f for c in tree.body if isinstance(c, ast.ClassDef) and c.name == cls_name
+                    for f in c.body if isinstance(f, ast.FunctionDef) and f.name == "__init__")
+        params = {a.arg: inspect.Parameter(a.arg, inspect.Parameter.KEYWORD_ONLY, annotation=ast.unparse(a.annotation))
+                  for a in init.args.kwonlyargs if a.annotation is not None}
+        for name, layer in want.items():
+            first = guess(name, params[name], nn.Module, {})[0]
+            assert isinstance(build(first, {"torch": torch}), layer), (cls_name, name, first)
+        for name in ("norm", "final_norm"):
+            if name in params:
+                plain = inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY)
+                assert guess(name, params[name], nn.Module, {}) == guess(name, plain, nn.Module, {})
+
+
+def test_an_asserted_instance_of_a_class_of_the_file_is_built_with_its_own_arguments():
+    """coqui-tts' tortoise ``TransformerWrapper`` asserts ``isinstance(attn_layers,
+    AttentionLayers)``: the guess becomes an ``AttentionLayers`` built with arguments found for it
+    by a search of its own, written in place, and the wrapper runs on token ids."""
+    got = mine(pypi("coqui-tts", "0.28.0", [{"name": "torchaudio", "version": "2.11.0"}]),
+               "TTS.tts.layers.tortoise.xtransformers", "TransformerWrapper")
+    assert re.search(r"attn_layers=AttentionLayers\([^)]*dim=", got["code"])
+    run_alone(got["code"])
+
+
+def _manifest_resolver(name: str) -> Resolver:
+    from curate.mine.deps import dependency_roots
+    from curate.mine.sources import load_manifest
+
+    entry = next(e for e in load_manifest(Path(__file__).resolve().parents[1] / "manifests" / "pypi-pytorch.yaml")
+                 if e["name"] == name)
+    source = resolve(entry, CACHE)
+    return Resolver(source.root, {}, source.importable, dependency_roots(entry, CACHE))
+
+
+def test_a_name_rebound_from_its_import_reads_the_import():
+    """e2-tts-pytorch imports ``pad_sequence`` from torch and rebinds it, ``pad_sequence =
+    partial(pad_sequence, batch_first = True)``; simple-hierarchical-transformer does the same
+    with local-attention's ``LocalMHA``. As Python runs the file, the right-hand side reads the
+    import: the imported definition is copied under another name and read there (the problem
+    used to fail to load, ``name 'pad_sequence' is not defined``)."""
+    from curate.problem import exec_source
+
+    closure = _manifest_resolver("e2-tts-pytorch").closure("e2_tts_pytorch.e2_tts", "DurationPredictor")
+    assert "from torch.nn.utils.rnn import pad_sequence as pad_sequence_2" in closure.source
+    assert "pad_sequence = partial(pad_sequence_2, batch_first = True)" in closure.source
+    exec_source(closure.source, "rebinding")
+
+    got = mine(_manifest_resolver("simple-hierarchical-transformer"),
+               "simple_hierarchical_transformer.simple_hierarchical_transformer", "HierarchicalBlock")
+    assert re.search(r"^LocalMHA = partial\(LocalMHA_2, causal = True", got["code"], re.M)
+    run_alone(got["code"])
+
+
+def test_one_layer_guessed_where_a_list_of_layers_is_extended_becomes_a_list():
+    """torch-audiomentations' ``OneOf`` calls ``self.transforms.extend(transforms)``: the layer
+    guessed for ``transforms`` (``ModuleList.extend should be called with an iterable, but got
+    Linear``) becomes a list of two."""
+    got = mine(_manifest_resolver("torch-audiomentations"), "torch_audiomentations.core.composition", "OneOf")
+    assert re.search(r"transforms=\[torch\.nn\.\w+\(.*\), torch\.nn\.\w+\(", got["code"])
+    run_alone(got["code"])
