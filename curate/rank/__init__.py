@@ -242,12 +242,12 @@ def run(out: Path | str, source: Path | str | None = None, solver: str = "none",
     kept = _frame(kept_rows, df)
     rejected = rejections.frame(like=df)
     counts = Counter(kept["difficulty"].to_list()) if kept.height else Counter()
-    extra = {"solver": the_solver.name, "k": k, "device": device, "ranked": sum(
+    extra = {"solver": the_solver.name if the_solver is not None else "none", "k": k, "device": device, "ranked": sum(
         1 for r in kept_rows if r["pass_rate"] is not None),
         "candidates_verified": len(jobs), "verifications_cached": cached,
         "difficulty": dict(counts.most_common()),
         "difficulty_signal": dict(Counter(r["difficulty_signal"] for r in kept_rows).most_common()),
-        "level": {str(k): v for k, v in sorted(Counter(r["level"] for r in kept_rows).items(), key=str)},
+        "level": {str(lv): n for lv, n in sorted(Counter(r["level"] for r in kept_rows).items(), key=str)},
         "category": dict(Counter(r["category"] for r in kept_rows).most_common()),
         "structure_errors": sum(1 for r in kept_rows if r["level"] is None), "verify_reasons": dict(reasons.most_common(20))}
     if hasattr(the_solver, "requests_sent"):
