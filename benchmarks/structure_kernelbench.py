@@ -3,8 +3,10 @@ real levels: the sanity figure of :mod:`curate.structure`.
 
     python benchmarks/structure_kernelbench.py [--json OUT.json]
 
-Prints the confusion (real level x our level), the agreement, and rows per category by real
-level. KernelBench's files are the project's packaged evaluation data, traced in-process on
+Prints the confusion (real level x our level), the agreement, rows per category by real
+level, and the difficulty buckets :mod:`curate.rank.difficulty` gives KernelBench's problems
+from the packaged H100 baseline times (``inductor_speedup`` = eager / compile) with the
+trace's roofline share of matmul/conv/attention standing in for the profiler's library share. KernelBench's files are the project's packaged evaluation data, traced in-process on
 the ``meta`` device (about 25 s on one CPU core).
 """
 
@@ -14,8 +16,10 @@ import argparse
 import json
 import time
 from collections import Counter
+from pathlib import Path
 
 from curate.data import KERNELBENCH_PROBLEMS
+from curate.rank.difficulty import bucket, measured_score
 from curate.structure import structure_task
 
 
@@ -39,11 +43,22 @@ def main() -> None:
     for lv in (1, 2, 3):
         print(f"level {lv} categories:", dict(sorted(((c, n) for (l2, c), n in cats.items() if l2 == lv),
                                                       key=lambda kv: -kv[1])))
+    times = json.loads((Path(KERNELBENCH_PROBLEMS).parent / "baseline_times_h100.json").read_text())
+    buckets = Counter()
+    for r, s in got:
+        t = times.get(f"level{r['level']}", {}).get(r["name"])
+        if s.get("ok") and t and t.get("compile_ms"):
+            score, _ = measured_score(t["eager_ms"] / t["compile_ms"], s["library_share"], s["kernels"])
+            buckets[(r["level"], bucket(score))] += 1
+    for lv in (1, 2, 3):
+        print(f"level {lv} difficulty (H100 baseline times):",
+              {b: buckets[(lv, b)] for b in ("easy", "medium", "hard")})
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"agreement": agree / len(rows), "n": len(rows),
                        "confusion": {f"{a}->{b}": n for (a, b), n in conf.items()},
-                       "categories": {f"{a}:{b}": n for (a, b), n in cats.items()}}, f, indent=1)
+                       "categories": {f"{a}:{b}": n for (a, b), n in cats.items()},
+                       "difficulty": {f"{a}:{b}": n for (a, b), n in buckets.items()}}, f, indent=1)
 
 
 if __name__ == "__main__":

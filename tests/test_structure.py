@@ -88,6 +88,24 @@ def test_measured_score_formula():
     assert 0 <= static_score(1.0, 1000) <= 1 and bucket(static_score(0.0, 1)) == "easy"
 
 
+def test_signal_precedence():
+    from curate.rank import _signal
+
+    gpu_row = {"gpu": "NVIDIA H100 80GB HBM3", "inductor_speedup": 1.0, "library_share": 1.0, "kernels": 1}
+    # an LLM solver's pass rate wins over the GPU figures
+    assert _signal(gpu_row, {"pass_rate": 0.25}, {}, llm=True) == {
+        "difficulty_score": 0.75, "difficulty_signal": "pass_rate"}
+    # the Inductor solver passes everything: on the GPU the figures set the bucket
+    got = _signal(gpu_row, {"pass_rate": 1.0}, {}, llm=False)
+    assert (got["difficulty"], got["difficulty_signal"]) == ("hard", "inductor+library")
+    # a CPU-timed Inductor speedup says nothing about a GPU: the static trace is used
+    cpu_row = {"device": "cpu", "inductor_speedup": 5.0, "kernels": 3}
+    trace = {"ok": True, "library_share": 0.0, "kernels": 1}
+    assert _signal(cpu_row, {"pass_rate": None}, trace, llm=False) == {
+        "difficulty": "easy", "difficulty_score": 0.0, "difficulty_signal": "static"}
+    assert _signal(cpu_row, {"pass_rate": None}, {"ok": False}, llm=False)["difficulty"] == "unranked"
+
+
 def _gpu_table(out: Path, kernelbench_rows: list[dict]) -> None:
     rows = []
     for r, (s, lib, k) in zip(kernelbench_rows, [(1.0, 0.97, 1), (1.05, 0.0, 1), (2.8, 0.55, 6)]):

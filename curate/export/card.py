@@ -272,7 +272,7 @@ def difficulty_section(splits: dict[str, pl.DataFrame]) -> str:
         sub = counts.filter(pl.col("difficulty") == level)
         per = {s: n for _, s, n in sub.iter_rows()}
         rows.append([level] + [per.get(s, 0) for s in splits] + [sum(per.values())])
-    solvers = sorted(x for x in df["solver"].unique().to_list() if x)
+    solvers = sorted(x for x in df["solver"].unique().to_list() if x and x != "none")
     mean = df["pass_rate"].mean()
     tail = (f"\n\nBaseline solver: {', '.join(solvers) if solvers else '-'}; mean pass rate "
             f"{_fmt(mean)}.")
