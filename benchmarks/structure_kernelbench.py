@@ -6,7 +6,9 @@ real levels: the sanity figure of :mod:`curate.structure`.
 Prints the confusion (real level x our level), the agreement, rows per category by real
 level, and the difficulty buckets :mod:`curate.rank.difficulty` gives KernelBench's problems
 from the packaged H100 baseline times (``inductor_speedup`` = eager / compile) with the
-trace's roofline share of matmul/conv/attention standing in for the profiler's library share. KernelBench's files are the project's packaged evaluation data, traced in-process on
+trace's roofline share of matmul/conv/attention standing in for the profiler's library share.
+
+KernelBench's files are the project's packaged evaluation data, traced in-process on
 the ``meta`` device (about 25 s on one CPU core).
 """
 

@@ -211,7 +211,8 @@ def classify(ops: Sequence[OpCost], truncated: bool = False) -> dict[str, Any]:
     Returns:
         ``{"level": 1|2|3, "category": str, "steps": int, "heavy_steps": int,
         "library_share": roofline share in [0, 1] of the heavy steps (a static stand-in for
-        the profiler's share of library kernels), "category_share": {category: share of roofline time in [0, 1]}, "top_ops":
+        the profiler's share of library kernels), "category_share": {category: share of
+        roofline time in [0, 1]}, "top_ops":
         [ATen names, most frequent first, at most 8]}``.
     """
     st = steps(ops)
