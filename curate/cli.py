@@ -285,7 +285,7 @@ def measure(
 def rank(
     out: Path = OutOpt,
     source: Optional[Path] = FromOpt,
-    solver: str = typer.Option("inductor", help="'inductor', 'openai' or 'completions'."),
+    solver: str = typer.Option("none", help="'none' (difficulty from measured figures), 'inductor', 'openai' or 'completions'."),
     k: int = typer.Option(1, help="Candidates per problem."),
     completions: Optional[Path] = typer.Option(None, help="JSONL of {problem_id, completion} "
                                                "(solver=completions)."),
@@ -296,7 +296,7 @@ def rank(
     concurrency: int = typer.Option(8, help="Concurrent requests (solver=openai)."),
     cache_dir: Optional[Path] = typer.Option(None, help="On-disk completion cache (default OUT/rank/cache)."),
     max_problems: Optional[int] = typer.Option(None, help="Rank only this many problems; "
-                                               "the rest are kept with difficulty 'unranked'."),
+                                               "the rest keep the difficulty measure's figures give."),
     timeout_s: float = typer.Option(300.0, help="Seconds allowed to verify one candidate."),
 ) -> None:
     """Score a baseline solver's candidates with the verifier: pass rate, pass@k, difficulty."""

@@ -90,12 +90,14 @@ def gpu_profile(name: str) -> GpuProfile:
 @dataclass
 class OpCost:
     """One kernel: its class (``matmul``, ``conv``, ``attention``, ``other``), FLOPs, bytes,
-    and whether it computes in half precision."""
+    whether it computes in half precision, and the ATen operator's name (``addmm``, ``relu``;
+    :mod:`curate.structure` reads a problem's level and category from them)."""
 
     kind: str
     flops: int
     bytes: int
     half: bool
+    name: str = ""
 
 
 @dataclass
@@ -150,10 +152,21 @@ def _nbytes(t: torch.Tensor) -> int:
     return n
 
 
+class TooManyKernels(RuntimeError):
+    """A forward launched more kernels than ``forward_cost``'s ``max_kernels``; ``cost`` holds
+    what was recorded up to there (an RNN unrolled over a long sequence runs tens of
+    thousands of operators, seconds of tracing for an answer already clear)."""
+
+    def __init__(self, cost: "ForwardCost", limit: int):
+        super().__init__(f"more than {limit} kernels in one forward")
+        self.cost = cost
+
+
 class _CostMode(TorchDispatchMode):
-    def __init__(self) -> None:
+    def __init__(self, max_kernels: int | None = None) -> None:
         super().__init__()
         self.cost = ForwardCost()
+        self.max_kernels = max_kernels
         self.live = 0
         self.peak = 0
 
@@ -182,10 +195,12 @@ class _CostMode(TorchDispatchMode):
         kind = ("matmul" if name in _MATMUL else "conv" if name in _CONV
                 else "attention" if "attention" in name else "other")
         half = any(t.dtype in _HALF for t in flat_in)
-        self.cost.ops.append(OpCost(kind, flops, nbytes, half))
+        self.cost.ops.append(OpCost(kind, flops, nbytes, half, name))
         self.cost.flops += flops
         self.cost.bytes += nbytes
         self.cost.kernels += 1
+        if self.max_kernels is not None and self.cost.kernels > self.max_kernels:
+            raise TooManyKernels(self.cost, self.max_kernels)
         written = [o for o in flat_out if not any(o.untyped_storage() is i.untyped_storage() for i in flat_in)]
         for o in written:
             n = _nbytes(o)
@@ -202,18 +217,21 @@ def _tensors(x: Any) -> list[torch.Tensor]:
     return [t for t in tree_flatten(x)[0] if isinstance(t, torch.Tensor)]
 
 
-def forward_cost(model: torch.nn.Module, inputs: list[Any]) -> ForwardCost:
+def forward_cost(model: torch.nn.Module, inputs: list[Any],
+                 max_kernels: int | None = None) -> ForwardCost:
     """Run ``model(*inputs)`` (meta tensors, or real ones: then it computes) and record its cost.
 
     Args:
         model: the module, built under ``torch.device("meta")`` for a free estimate.
         inputs: its forward arguments (tensors on the model's device, plain values).
+        max_kernels: stop the forward past this many kernel-launching operators (None: never).
     Returns:
         A :class:`ForwardCost`; all byte counts in bytes.
     Raises:
+        TooManyKernels: past ``max_kernels`` (its ``cost`` holds the operators seen so far).
         Whatever the forward raises (a shape error for an input the model does not accept).
     """
-    mode = _CostMode()
+    mode = _CostMode(max_kernels)
     params = sum(_nbytes(p) for p in list(model.parameters()) + list(model.buffers()))
     in_bytes = sum(_nbytes(t) for t in _tensors(inputs))
     with torch.no_grad(), mode:

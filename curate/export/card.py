@@ -158,6 +158,14 @@ def source_table(table: pl.DataFrame) -> str:
                     df.select("name", "kind", "version", "licence", "rows", "problems").rows())
 
 
+#: How the card explains the difficulty score (see curate.rank.difficulty).
+DIFFICULTY_NOTE = (
+    "Without an LLM solver, `difficulty_score` (0 easy .. 1 hard) weighs what measure "
+    "recorded on the GPU: TorchInductor's headroom over eager (a compiler that beats eager 3x "
+    "leaves fusion wins to take: easy; one no faster than eager: hard), the share of GPU time "
+    "in cuBLAS/cuDNN kernels (hard to beat by hand) and the kernel count (program size); "
+    "`easy` below 0.40, `medium` below 0.65, `hard` above. `static`: the same from the "
+    "meta-device trace where no GPU figures exist. `pass_rate`: an LLM solver's pass rate.")
 DIFFICULTY_ORDER = ["trivial", "easy", "medium", "hard", "unsolved", "unranked"]
 QUANTILES = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
 
@@ -221,6 +229,35 @@ def runtime_histogram(timed: pl.DataFrame) -> str:
     return md_table(["gpu"] + labels, out)
 
 
+#: KernelBench's problems per level (levels 1-3: 100, 100, 50).
+KERNELBENCH_LEVELS = {1: 100, 2: 100, 3: 50}
+
+
+def structure_section(table: pl.DataFrame) -> str:
+    """Rows and base problems per KernelBench ``level`` beside KernelBench's own counts,
+    then rows per operator ``category`` (see :mod:`curate.structure`)."""
+    if not table.height or "level" not in table.columns:
+        return "No structure columns (the rank stage did not run)."
+    base = table.unique("base_problem_id", keep="first") if "base_problem_id" in table.columns else table
+    rows = []
+    for level in (1, 2, 3, None):
+        n = table.filter(pl.col("level").is_null() if level is None else pl.col("level") == level).height
+        b = base.filter(pl.col("level").is_null() if level is None else pl.col("level") == level).height
+        if level is None and not n:
+            continue
+        rows.append([level if level is not None else "unknown", n, b, KERNELBENCH_LEVELS.get(level, "-")])
+    parts = ["Level in KernelBench's sense (1: one operator, 2: a short fusable chain such as "
+             "conv + bias + activation, 3: a block or a whole model), read from each problem's "
+             "ATen operators traced on the `meta` device:",
+             md_table(["level", "rows", "base problems", "KernelBench"], rows)]
+    if "category" in table.columns:
+        counts = table.group_by(pl.col("category").fill_null("unknown")).len().sort("len", descending=True)
+        parts.append("Category: where the forward spends its time (each ATen operator priced on an "
+                     "H100 roofline, elementwise epilogues counted with the operator they follow):")
+        parts.append(md_table(["category", "rows"], counts.iter_rows()))
+    return "\n\n".join(parts)
+
+
 def difficulty_section(splits: dict[str, pl.DataFrame]) -> str:
     frames = [df.select(pl.col("difficulty").fill_null("unranked"), "split", "pass_rate", "solver")
               for df in splits.values() if df.height]
@@ -235,10 +272,18 @@ def difficulty_section(splits: dict[str, pl.DataFrame]) -> str:
         sub = counts.filter(pl.col("difficulty") == level)
         per = {s: n for _, s, n in sub.iter_rows()}
         rows.append([level] + [per.get(s, 0) for s in splits] + [sum(per.values())])
-    solvers = sorted(x for x in df["solver"].unique().to_list() if x)
+    solvers = sorted(x for x in df["solver"].unique().to_list() if x and x != "none")
     mean = df["pass_rate"].mean()
     tail = (f"\n\nBaseline solver: {', '.join(solvers) if solvers else '-'}; mean pass rate "
             f"{_fmt(mean)}.")
+    signals = pl.concat([d.select(pl.col("difficulty_signal").cast(pl.String)) for d in splits.values()
+                         if d.height and "difficulty_signal" in d.columns]) if any(
+        d.height and "difficulty_signal" in d.columns for d in splits.values()) else None
+    if signals is not None and signals.height:
+        per = signals.group_by(pl.col("difficulty_signal").fill_null("none")).len().sort("len", descending=True)
+        tail += ("\n\nWhat set each bucket (`difficulty_signal`): "
+                 + ", ".join(f"`{sig}` {n:,}" for sig, n in per.iter_rows()) + ". "
+                 + DIFFICULTY_NOTE)
     return md_table(["difficulty", *splits, "all"], rows) + tail
 
 
@@ -404,6 +449,10 @@ Rows flagged as close to an evaluation problem (`contaminated_by` set): {n_conta
 ## Difficulty
 
 {difficulty_section(splits)}
+
+## Structure
+
+{structure_section(table)}
 
 ## Prompts
 

@@ -1,19 +1,36 @@
-"""The ``rank`` stage: a baseline solver's candidates, scored by the verifier.
+"""The ``rank`` stage: every problem's difficulty and structure, and optionally a baseline
+solver's candidates scored by the verifier.
 
 Reads ``OUT/measure`` (or the latest earlier stage with problems, or ``source``) and writes
 ``OUT/rank`` with these columns added to every kept row:
 
-================  =========================================================================
-pass_rate         float, correct / candidates (null when unranked)
-pass_at_k         float, unbiased pass@k (Chen et al. 2021; see .passk); for a deterministic
-                  solver (inductor) equal to pass_rate; null when fewer than k candidates
-n_candidates      int, candidates verified
-n_correct         int, candidates the verifier accepted
-best_speedup      float, best eager / candidate time among correct candidates (null: none)
-difficulty        str, trivial / easy / medium / hard / unsolved / unranked (see .difficulty)
-solver            str, ``inductor``, ``openai:<model>`` or ``completions:<file>``
-rank_error        str, why a problem is unranked (null when ranked)
-================  =========================================================================
+=================  ========================================================================
+pass_rate          float, a solver's correct / candidates (null when no solver ranked it)
+pass_at_k          float, unbiased pass@k (Chen et al. 2021; see .passk); for a deterministic
+                   solver (inductor) equal to pass_rate; null when fewer than k candidates
+n_candidates       int, candidates verified
+n_correct          int, candidates the verifier accepted
+best_speedup       float, best eager / candidate time among correct candidates (null: none)
+difficulty         str, trivial / easy / medium / hard / unsolved, or unranked when no signal
+                   exists (see .difficulty)
+difficulty_score   float in [0, 1], higher is harder (null when unranked)
+difficulty_signal  str, what set the bucket: ``pass_rate`` (a solver), ``inductor+library``
+                   (``inductor``, ``library``: measure's GPU figures), ``static`` (the
+                   meta-device trace), ``none``
+level              int, KernelBench level 1/2/3 from the traced ATen graph (null: the trace
+                   failed; see :mod:`curate.structure`)
+category           str, operator category where the forward spends its time (matmul, conv,
+                   attention, normalization, pooling, reduction, embedding, data_movement,
+                   elementwise, other; null: the trace failed)
+solver             str, ``none``, ``inductor``, ``openai:<model>`` or ``completions:<file>``
+rank_error         str, why a solver did not rank a problem (null when it did or none ran)
+=================  ========================================================================
+
+With ``solver="none"`` (the default) no candidate is generated: difficulty comes from what
+measure recorded on the GPU (TorchInductor's speedup, the vendor-library share of GPU time,
+the kernel count), or on a CPU-only run from the meta-device trace. An LLM solver's pass rate
+takes precedence wherever it ranked a row; the Inductor solver's only where no GPU figures
+exist (it passes nearly everything it compiles, which says little about difficulty).
 
 Rows are rejected only for broken input: no code (``missing_code``), ``init_args`` or
 ``input_spec`` that are not JSON lists (``bad_input_spec``), or a reference that fails inside the
@@ -36,7 +53,9 @@ from typing import Any
 import polars as pl
 
 from curate.progress import progress
-from curate.rank.difficulty import DifficultyRule, difficulty
+from curate.rank.difficulty import DifficultyRule, bucket, difficulty, measured_score, static_score
+from curate.rank.difficulty import on_gpu as row_on_gpu
+from curate.rank.levels import structures
 from curate.rank.passk import pass_at_k
 from curate.rank.solvers import Solver, SolverError, make_solver
 from curate.table import Rejections, latest_input, read_problems, stage_dir, write_stage
@@ -48,7 +67,8 @@ __all__ = ["run", "default_source"]
 RANK_COLUMNS = {
     "pass_rate": pl.Float64, "pass_at_k": pl.Float64, "n_candidates": pl.Int64,
     "n_correct": pl.Int64, "best_speedup": pl.Float64, "difficulty": pl.String,
-    "solver": pl.String, "rank_error": pl.String,
+    "difficulty_score": pl.Float64, "difficulty_signal": pl.String, "level": pl.Int64,
+    "category": pl.String, "solver": pl.String, "rank_error": pl.String,
 }
 
 
@@ -83,7 +103,7 @@ def _load_cached(path: Path) -> VerifyResult | None:
         return None
 
 
-def run(out: Path | str, source: Path | str | None = None, solver: str = "inductor", k: int = 1,
+def run(out: Path | str, source: Path | str | None = None, solver: str = "none", k: int = 1,
         completions: Path | str | None = None, base_url: str | None = None,
         model: str | None = None, api_key_env: str = "OPENAI_API_KEY", temperature: float = 0.8,
         concurrency: int = 8, cache_dir: Path | str | None = None, max_problems: int | None = None,
@@ -94,14 +114,16 @@ def run(out: Path | str, source: Path | str | None = None, solver: str = "induct
     Args:
         out: run folder; writes ``out/rank``.
         source: stage folder or parquet to read instead of :func:`default_source`.
-        solver: ``"inductor"``, ``"openai"`` or ``"completions"`` (see :mod:`.solvers`).
+        solver: ``"none"`` (difficulty from measured figures only), ``"inductor"``,
+            ``"openai"`` or ``"completions"`` (see :mod:`.solvers`).
         k: samples per problem (openai) and the k of pass@k.
         completions: JSONL of ``{problem_id, completion}`` (solver=completions).
         base_url, model, api_key_env, temperature, concurrency: solver=openai settings.
         cache_dir: completion and verification cache (default ``out/rank/cache``).
         max_problems: rank only the first this many valid problems (table order); the rest
             are kept as ``unranked``.
-        timeout_s: seconds allowed to verify one candidate.
+        timeout_s: seconds allowed to verify one candidate (and to trace one problem's
+            structure, at most 120).
         device: verifier device (``"auto"``: CUDA when present).
         workers: concurrent verifications (default 1 on CUDA so timings do not contend,
             all cores on CPU).
@@ -116,7 +138,7 @@ def run(out: Path | str, source: Path | str | None = None, solver: str = "induct
         raise ValueError("k must be >= 1")
     out = Path(out)
     cache = Path(cache_dir) if cache_dir else stage_dir(out, "rank") / "cache"
-    the_solver: Solver = make_solver(solver, completions=completions, base_url=base_url,
+    the_solver: Solver | None = make_solver(solver, completions=completions, base_url=base_url,
                                      model=model, api_key_env=api_key_env, temperature=temperature,
                                      concurrency=concurrency, cache_dir=cache / "completions")
     df = read_problems(Path(source) if source else default_source(out))
@@ -143,10 +165,13 @@ def run(out: Path | str, source: Path | str | None = None, solver: str = "induct
             rejected_idx.add(i)
             continue
         valid.append((i, row, opts))
-    to_rank = valid if max_problems is None else valid[: max(0, max_problems)]
+    to_rank = [] if the_solver is None else valid if max_problems is None else valid[: max(0, max_problems)]
+    shapes = structures([row for _, row, _ in valid], cache / "structure", workers=os.cpu_count(),
+                        timeout_s=min(timeout_s, 120.0))
+    structure = {i: st for (i, _, _), st in zip(valid, shapes)}
 
     rank: dict[int, dict[str, Any]] = {}
-    if hasattr(the_solver, "prepare") and to_rank:
+    if the_solver is not None and hasattr(the_solver, "prepare") and to_rank:
         the_solver.prepare([row for _, row, _ in to_rank], k)
     jobs, owners = [], []  # one job per candidate; owners[j] = row index
     for i, row, opts in to_rank:
@@ -176,8 +201,8 @@ def run(out: Path | str, source: Path | str | None = None, solver: str = "induct
             pending.append((j, path))
     reasons: Counter[str] = Counter()
     stream = verify_many([jobs[j] for j, _ in pending], workers=workers, timeout_s=timeout_s,
-                         **common)
-    for n, result in progress(stream, total=len(pending), description=f"rank ({the_solver.name})"):
+                         **common) if pending else iter(())
+    for n, result in progress(stream, total=len(pending), description=f"rank ({solver})"):
         j, path = pending[n]
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
@@ -191,12 +216,13 @@ def run(out: Path | str, source: Path | str | None = None, solver: str = "induct
             continue
         info = rank.get(i)
         cols: dict[str, Any] = {c: None for c in RANK_COLUMNS}
-        cols["solver"] = the_solver.name
-        if info is None:
-            cols["difficulty"] = "unranked"
+        cols["solver"] = the_solver.name if the_solver is not None else "none"
+        cols["difficulty"] = "unranked"
+        if the_solver is None:
+            pass
+        elif info is None:
             cols["rank_error"] = "not ranked (max_problems)"
         elif "results" not in info:
-            cols["difficulty"] = "unranked"
             cols["rank_error"] = info["rank_error"]
         else:
             results: list[VerifyResult] = info["results"]
@@ -206,15 +232,24 @@ def run(out: Path | str, source: Path | str | None = None, solver: str = "induct
                 continue
             reasons.update(_reason_class(r.reason) for r in results)
             cols.update(_aggregate(results, k, the_solver.deterministic, on_gpu))
+        st = structure.get(i) or {}
+        if st.get("ok"):
+            cols["level"], cols["category"] = st["level"], st["category"]
+        llm = the_solver is not None and not the_solver.deterministic
+        cols.update(_signal(row, cols, st, llm))
         kept_rows.append({**row, **cols})
 
     kept = _frame(kept_rows, df)
     rejected = rejections.frame(like=df)
     counts = Counter(kept["difficulty"].to_list()) if kept.height else Counter()
-    extra = {"solver": the_solver.name, "k": k, "device": device, "ranked": sum(
-        1 for r in kept_rows if r["difficulty"] != "unranked"),
+    extra = {"solver": the_solver.name if the_solver is not None else "none", "k": k, "device": device, "ranked": sum(
+        1 for r in kept_rows if r["pass_rate"] is not None),
         "candidates_verified": len(jobs), "verifications_cached": cached,
-        "difficulty": dict(counts.most_common()), "verify_reasons": dict(reasons.most_common(20))}
+        "difficulty": dict(counts.most_common()),
+        "difficulty_signal": dict(Counter(r["difficulty_signal"] for r in kept_rows).most_common()),
+        "level": {str(lv): n for lv, n in sorted(Counter(r["level"] for r in kept_rows).items(), key=str)},
+        "category": dict(Counter(r["category"] for r in kept_rows).most_common()),
+        "structure_errors": sum(1 for r in kept_rows if r["level"] is None), "verify_reasons": dict(reasons.most_common(20))}
     if hasattr(the_solver, "requests_sent"):
         extra["requests_sent"] = the_solver.requests_sent
     return write_stage(out, "rank", kept, rejected, df.height, time.monotonic() - t0, extra)
@@ -229,6 +264,25 @@ def _aggregate(results: list[VerifyResult], k: int, deterministic: bool, on_gpu:
     pak = rate if deterministic and n else pass_at_k(n, c, k)
     return {"pass_rate": rate, "pass_at_k": pak, "n_candidates": n, "n_correct": c,
             "best_speedup": best, "difficulty": difficulty(rate, c, best, on_gpu, DifficultyRule())}
+
+
+def _signal(row: dict[str, Any], cols: dict[str, Any], st: dict[str, Any], llm: bool) -> dict[str, Any]:
+    """``difficulty``, ``difficulty_score`` and ``difficulty_signal`` by the precedence of
+    :mod:`.difficulty`: an LLM solver's pass rate, measure's GPU figures, the Inductor
+    solver's pass rate (no GPU figures), the static trace, else ``none``."""
+    gpu = row_on_gpu(row)
+    ranked = cols.get("pass_rate") is not None
+    if ranked and (llm or not gpu):
+        return {"difficulty_score": 1.0 - cols["pass_rate"], "difficulty_signal": "pass_rate"}
+    measured = measured_score(row.get("inductor_speedup"), row.get("library_share"),
+                              row.get("kernels")) if gpu else None
+    if measured is not None:
+        return {"difficulty": bucket(measured[0]), "difficulty_score": measured[0],
+                "difficulty_signal": measured[1]}
+    if st.get("ok"):
+        score = static_score(st["library_share"], st["kernels"])
+        return {"difficulty": bucket(score), "difficulty_score": score, "difficulty_signal": "static"}
+    return {"difficulty": "unranked", "difficulty_score": None, "difficulty_signal": "none"}
 
 
 def _reason_class(reason: str) -> str:

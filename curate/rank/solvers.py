@@ -252,12 +252,15 @@ class OpenAISolver:
 def make_solver(solver: str, *, completions: Path | str | None = None, base_url: str | None = None,
                 model: str | None = None, api_key_env: str = "OPENAI_API_KEY",
                 temperature: float = 0.8, concurrency: int = 8,
-                cache_dir: Path | str | None = None) -> Solver:
-    """Build the solver named ``solver`` (``"inductor"``, ``"openai"``, ``"completions"``).
+                cache_dir: Path | str | None = None) -> Solver | None:
+    """Build the solver named ``solver`` (``"inductor"``, ``"openai"``, ``"completions"``;
+    ``"none"``: None, no candidates, difficulty from measure's figures alone).
 
     Raises:
         ValueError: unknown name, or a missing argument the solver needs.
     """
+    if solver == "none":
+        return None
     if solver == "inductor":
         return InductorSolver()
     if solver == "completions":
@@ -269,7 +272,7 @@ def make_solver(solver: str, *, completions: Path | str | None = None, base_url:
             raise ValueError("solver=openai needs --base-url and --model")
         return OpenAISolver(base_url, model, api_key=os.environ.get(api_key_env) or None,
                             temperature=temperature, concurrency=concurrency, cache_dir=cache_dir)
-    raise ValueError(f"unknown solver {solver!r}: use inductor, openai or completions")
+    raise ValueError(f"unknown solver {solver!r}: use none, inductor, openai or completions")
 
 
 __all__ = ["Solver", "SolverError", "InductorSolver", "CompletionsSolver", "OpenAISolver",

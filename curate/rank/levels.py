@@ -1,0 +1,80 @@
+"""The rank stage's structure columns (``level``, ``category``) for a table of problems.
+
+One sandboxed meta-device trace per base problem (:func:`curate.structure.structure_task`;
+all shape variants of a base problem share its code, so they share its structure), cached
+under ``cache/structure`` keyed by code and inputs, so a restarted run traces only what is
+left.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any
+
+from curate.problem import mined_inputs
+from curate.progress import progress
+from curate.sandbox import Sandbox
+from curate.structure import structure_task
+
+#: Address-space budget of a tracing process (MiB): a meta trace allocates no tensor data.
+TRACE_MEM_MB = 4096
+
+
+def _key(args: tuple) -> str:
+    return hashlib.sha256(json.dumps(args, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def _task_args(row: dict[str, Any]) -> tuple:
+    """``(code, init_args, input_spec, small_spec, small_init)`` for one row (ValueError:
+    malformed JSON columns)."""
+    init = json.loads(row["init_args"]) if row.get("init_args") else []
+    spec = json.loads(row["input_spec"])
+    small = mined_inputs(row, estimated_only=False)
+    small_spec, small_init = (small if small is not None else (spec, init))
+    return (row["code"], init, spec, small_spec, small_init)
+
+
+def structures(rows: list[dict[str, Any]], cache: Path, workers: int | None = None,
+               timeout_s: float = 60.0) -> list[dict[str, Any]]:
+    """The structure of each row (same order): :func:`curate.structure.structure_task`'s
+    dict, or ``{"ok": False, "error"}`` for a row whose trace failed, timed out or whose
+    ``init_args``/``input_spec`` are not JSON."""
+    out: list[dict[str, Any] | None] = [None] * len(rows)
+    by_base: dict[str, list[int]] = {}
+    firsts: dict[str, tuple] = {}
+    for i, row in enumerate(rows):
+        base = str(row.get("base_problem_id") or row.get("problem_id"))
+        try:
+            args = _task_args(row)
+        except (TypeError, ValueError, KeyError) as exc:
+            out[i] = {"ok": False, "error": f"bad_input_spec: {exc}"[:300]}
+            continue
+        by_base.setdefault(base, []).append(i)
+        # the primary (variant 0) row's shape stands for its base problem
+        if base not in firsts or row.get("variant") in (0, "0"):
+            firsts[base] = args
+    results: dict[str, dict[str, Any]] = {}
+    todo = []
+    for base, args in firsts.items():
+        path = cache / f"{_key(args)}.json"
+        try:
+            results[base] = json.loads(path.read_text())
+        except (OSError, ValueError):
+            todo.append((base, path, args))
+    sandbox = Sandbox(workers=workers, timeout_s=timeout_s, mem_mb=TRACE_MEM_MB, guard=True)
+    stream = sandbox.map(structure_task, [(a, {}) for _, _, a in todo])
+    for j, outcome in progress(stream, len(todo), "rank: structure"):
+        base, path, _ = todo[j]
+        res = outcome.value if outcome.ok else {"ok": False, "error": f"{outcome.status}: {outcome.error}"[:300]}
+        if outcome.ok:  # a timeout may pass on a less loaded machine: not cached
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(json.dumps(res))
+            tmp.replace(path)
+        results[base] = res
+    for base, idx in by_base.items():
+        for i in idx:
+            out[i] = results[base]
+    return [r if r is not None else {"ok": False, "error": "not traced"} for r in out]
