@@ -254,7 +254,8 @@ def test_synthesis_order_takes_sources_in_turn():
 def test_a_namespace_comes_after_the_definitions_it_binds_in_an_import_cycle():
     # torch_geometric: the package __init__ re-exports is_compiling from _compile, which the
     # package's own modules import back; first-seen order bound the namespace before `def`
-    from curate.mine.closure import _NS, _namespaces_last
+    from curate.mine.closure_emit import _namespaces_last
+    from curate.mine.closure_types import _NS
 
     order = [_NS + "pkg", "pkg._compile", "pkg.nn.conv"]
     deps = {_NS + "pkg": {"pkg._compile"}, "pkg._compile": {_NS + "pkg"}, "pkg.nn.conv": {_NS + "pkg"}}

@@ -16,9 +16,10 @@ from test_mine_yield import BLOCKED, mine, pypi, run_alone
 
 from curate.mine import default_cache, shims
 from curate.mine.closure import Resolver
+from curate.mine.codegen import _without_script_decorators
 from curate.mine.configs import global_configs, leaf_guess, repair, with_configs
 from curate.mine.sources import resolve
-from curate.mine.synthesize import _without_script_decorators, synthesize
+from curate.mine.synthesize import synthesize
 
 CACHE = default_cache()
 SHIMS = Path(shims.__file__).parent

@@ -1174,7 +1174,7 @@ def test_swin_block_gets_its_spatial_size_and_an_espnet_encoder_its_lengths(tran
 def test_constructor_repairs_from_listed_choices_dimension_counts_and_activation_names():
     """monai's EfficientNetBN needs ``spatial_dims`` 2 or 3 and a ``model_name`` the error
     message lists; a configuration read for its activation gets a name (``'gelu'``)."""
-    from curate.mine.synthesize import _listed_choices
+    from curate.mine.construct import _listed_choices
 
     assert _listed_choices("AssertionError: factor must be one of [4, 8, 12, 16]") == [4, 8, 12, 16]
     assert _listed_choices("ValueError: mode must be one of {'reflect', 'zeros'}, but got mode=''") == [

@@ -33,6 +33,9 @@ import torch
 from torch import nn
 
 C, HW, SEQ = 64, 32, 128
+B = 8
+MAX_INPUT_BYTES = 64 * 1024 * 1024
+SMALL_WIDTH = 256  # the width of a model retried smaller after its defaults ran out of memory
 MAX_WIDTH = 512
 MAX_LAYERS = 2
 MAX_VOCAB = 1024

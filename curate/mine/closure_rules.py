@@ -1,0 +1,270 @@
+"""Library-specific closure rules: transformers' auto classes and the sub-models a composite
+builds through them, configuration classes and classes a constructor is passed, library
+loggers, typing names, registrations and backends."""
+
+from __future__ import annotations
+
+import ast
+import re
+import textwrap
+from functools import lru_cache
+from pathlib import Path
+
+from curate.mine import shims
+from curate.mine.closure_emit import _State, _common_prefix
+from curate.mine.closure_types import ClosureError, Entity, _IMPORTS, _LOGGER_STMT, _SHIM
+from curate.mine.index import FileIndex
+
+
+class _LibraryRules:
+    """Library-specific rules of a :class:`curate.mine.closure.Resolver`."""
+
+    def _auto_submodels(self, st: _State, via: str) -> None:
+        """Copy the sub-models a transformers composite builds through the auto classes.
+
+        When the closure holds the stand-ins of ``AutoModel``/``AutoBackbone``/``AutoConfig``/
+        ``CONFIG_MAPPING``, the model types its copied code names (``SubConfigSpec(model_type=
+        "llama")``, ``CONFIG_MAPPING["resnet"]``, ``{"model_type": "dinov2"}``,
+        ``default_config_type="hgnet_v2"``) get their configuration class, and their base model
+        or backbone class, copied from transformers (``models/<type>/configuration_<type>.py``,
+        ``modeling_<type>.py``, named by its auto mappings); so does the model of each
+        configuration class copied whose model is built through ``AutoModel``
+        (``Qwen3_5VisionConfig`` -> ``Qwen3_5VisionModel``). Repeated for what those copies
+        name; a class that cannot be copied (too large, another missing import) is left out
+        and its auto class raises ``ImportError`` when asked for it."""
+        auto = {n for (m, n) in st.names if m == _SHIM + "transformers.models.auto"}
+        if not auto & {"AutoModel", "AutoBackbone", "AutoConfig", "CONFIG_MAPPING"}:
+            return
+        maps = self._auto_mappings()
+        if not maps:
+            return
+        configs, models, backbones, special = maps
+        done: set[str] = set()
+        scanned: dict[str, set[int]] = {}  # each round reads only the statements copied since
+        for _ in range(3):
+            types, own = set(), set()
+            for mod, stmts in list(st.stmts.items()):
+                if not mod.startswith("transformers."):
+                    continue
+                idx = self.load(mod)
+                fresh = stmts - scanned.setdefault(mod, set())
+                scanned[mod] |= fresh
+                for i in fresh:
+                    code = idx.stmts[i].code
+                    types |= set(_SUB_TYPE.findall(code))
+                    if idx.stmts[i].kind == "class":
+                        own |= set(_OWN_TYPE.findall(code))
+            want = {t: [n for n in (backbones.get(t) if "AutoBackbone" in auto else None, models.get(t)) if n]
+                    for t in sorted(types - done)}
+            if "AutoModel" in auto:
+                want.update({t: [models[t]] for t in sorted(own - types - done) if t in models})
+            done |= types | own
+            if not want:
+                return
+            for t, names in want.items():
+                mod, conf = self._auto_files(t, special)
+                for name in names:
+                    self._try_copy(mod, name, st, via, complete=True)
+                # a type whose models could not be copied keeps no configuration either, so
+                # the composite falls back to its default sub-model (DETR: ResNet, not timm)
+                if t in configs and (not names or any((mod, n) in st.names for n in names)):
+                    self._try_copy(conf, configs[t], st, via, complete=True)
+
+    def _auto_files(self, model_type: str, special: dict) -> tuple[str, str]:
+        """The modeling and configuration modules of ``model_type``: ``models/<folder>/
+        modeling_<type>.py`` where the folder holds several (``rt_detr_resnet`` in ``rt_detr``),
+        else ``modeling_<folder>.py``."""
+        folder = special.get(model_type, model_type.replace("-", "_"))
+        out = []
+        for kind in ("modeling", "configuration"):
+            own = f"transformers.models.{folder}.{kind}_{model_type.replace('-', '_')}"
+            out.append(own if self.module_path(own) is not None else f"transformers.models.{folder}.{kind}_{folder}")
+        return out[0], out[1]
+
+    def _auto_mappings(self) -> tuple[dict, dict, dict, dict] | None:
+        """transformers' model type -> configuration class, base model class, backbone class,
+        and model folder (where it differs from the type), read from its auto mappings."""
+        paths = [self.module_path(f"transformers.models.auto.{m}") for m in ("auto_mappings", "modeling_auto")]
+        if any(p is None or p.is_relative_to(shims.path("curate.unavailable").parent) for p in paths):
+            return None
+        return _read_auto_mappings(str(paths[0]), str(paths[1]))
+
+    def _needs_backend(self, ent: Entity) -> bool:
+        """Whether class ``ent`` asks transformers for another package when built
+        (``requires_backends(self, "timm")``): a problem cannot have it."""
+        idx = self.load(ent[0])
+        info = idx.classes.get(ent[1]) if idx is not None else None
+        return info is not None and "requires_backends(" in idx.stmts[info.stmt].code
+
+    def _passed_classes(self, module: str, class_name: str) -> list[str]:
+        """Classes of the module that its own code passes to ``class_name`` (the factories
+        ``senet154()`` -> ``SENet(SEBottleneck, [3, 8, 36, 3], ...)``, ``resnet18()`` ->
+        ``ResNet(BasicBlock, ...)``): the building blocks a ``block`` parameter takes, which the
+        class itself never names. At most four, in source order."""
+        idx = self.load(module)
+        out: list[str] = []
+        params = self._init_params(module, class_name)
+        for stmt in idx.stmts:
+            if class_name in stmt.defines or not (f"{class_name}(" in stmt.code or any(
+                    f"{p}=" in stmt.code for p in params)):
+                continue
+            try:
+                tree = ast.parse(textwrap.dedent(stmt.code))
+            except SyntaxError:
+                continue
+            for node in ast.walk(tree):
+                if not isinstance(node, ast.Call):
+                    continue
+                if isinstance(node.func, ast.Name) and node.func.id == class_name:
+                    passed = node.args + [k.value for k in node.keywords]
+                else:  # timm's ``model_args = dict(block=BasicBlock, layers=(2, 2, 2, 2))``
+                    passed = [k.value for k in node.keywords if k.arg in params]
+                for arg in passed:
+                    if isinstance(arg, ast.Name) and arg.id in idx.classes and arg.id not in out + [class_name]:
+                        out.append(arg.id)
+        return out[:4]
+
+    def _init_params(self, module: str, class_name: str) -> set[str]:
+        """Names of the parameters of ``class_name.__init__`` in ``module`` named for a class
+        they take (``block``, ``block_fn``, ``layer_cls``, ``cell``, ``stem``, ``unit``)."""
+        init = self._init_def(module, class_name)
+        if init is None:
+            return set()
+        return {a.arg for a in init.args.args[1:] + init.args.kwonlyargs
+                if re.search(r"(^|_)(block|block_fn|block_type|block_cls|layer_cls|cell|stem|unit)$", a.arg)}
+
+    def _init_def(self, module: str, class_name: str) -> ast.FunctionDef | None:
+        """The parsed ``__init__`` of class ``class_name`` of ``module``, or None (no such
+        class, no ``__init__`` of its own, or source that does not parse)."""
+        idx = self.load(module)
+        try:
+            code = idx.stmts[idx.classes[class_name].stmt].code
+        except (KeyError, IndexError):
+            return None
+        return _parsed_init(code)
+
+    def _init_configs(self, module: str, class_name: str) -> list[str]:
+        """Configuration classes the class's ``__init__`` takes, which annotations alone do not
+        pull in: names in its parameters' annotations, or for an unannotated ``config``-like
+        parameter the ``*Config`` name of the file closest to the class's name."""
+        idx = self.load(module)
+        init = self._init_def(module, class_name)
+        if init is None:
+            return []
+        visible = self._defines(module, idx) | set(idx.imports)
+        out: list[str] = []
+        for arg in init.args.args[1:] + init.args.kwonlyargs:
+            names = [n.id for n in ast.walk(arg.annotation) if isinstance(n, ast.Name)] if arg.annotation else []
+            names += [n.value for n in ast.walk(arg.annotation) if isinstance(n, ast.Constant)
+                      and isinstance(n.value, str) and n.value.isidentifier()] if arg.annotation else []
+            hits = [n for n in names if n in visible and re.search(r"(Config|Args|Cfg|Params)$", n)]
+            if not hits and arg.annotation is None and re.search(r"(^|_)(config|cfg|args)$", arg.arg):
+                configs = [n for n in visible if n.endswith("Config")]
+                if configs:
+                    hits = [max(configs, key=lambda n: (_common_prefix(n, class_name), -len(n)))]
+            out += [h for h in hits if h not in out]
+        return out
+
+    def _library_logger(self, module: str, idx: FileIndex, defining: list[int]) -> bool:
+        """Whether the definition is a module logger made by the source's own logging helper
+        (``logger = get_logger(__name__)``, ``get_logger(log_level=logging.WARNING)``). Such helpers set up handlers, log folders
+        (super-gradients makes ``~/sg_logs``) and environment reads, none of it part of a
+        problem: the logger becomes the standard library's ``logging.getLogger(__name__)``.
+        Helpers with a stand-in (transformers' logger warns once) are kept."""
+        if module.startswith(_SHIM) or len(defining) != 1 or idx.stmts[defining[0]].kind != "assign":
+            return False
+        m = _LOGGER_STMT.match(idx.stmts[defining[0]].code)
+        if m is None:
+            return False
+        head = m.group(1).split(".")[0]
+        try:
+            got = self.locate(module, head)
+        except (ClosureError, RecursionError):
+            return False
+        return got is not None and got[0] not in _IMPORTS and not got[0].startswith(_SHIM)
+
+    def _typing_name(self, module: str, name: str) -> bool:
+        """Whether ``name`` at the top of ``module`` is a ``typing`` construct, ``torch``'s
+        ``Tensor`` or a short type alias (``OptTensor = Optional[Tensor]``): copied for the
+        annotations of message-passing layers, which torch_geometric's ``MessagePassing``
+        evaluates when built (annotations elsewhere pull in nothing)."""
+        try:
+            ent = self.locate(module, name)
+        except (ClosureError, RecursionError):
+            return False
+        if ent is None:
+            return False
+        if ent[0] == "<from>":
+            return ent[1].split(":")[0] in ("typing", "typing_extensions", "torch")
+        if ent[0] in _IMPORTS or ent[0].startswith(_SHIM):
+            return False
+        idx = self.load(ent[0])
+        stmts = [idx.stmts[i] for i in self._defining(ent[0], idx, ent[1])] if idx else []
+        return bool(stmts) and all(t.kind == "assign" and len(t.code) < 200 and re.search(
+            r"\b(Optional|Union|Tuple|List|Dict|Callable)\[", t.code) for t in stmts)
+
+    def _registrations(self, module: str, name: str, st: _State, via: str) -> None:
+        """Copy the top-level statements of ``module`` that register entries into the object
+        ``name`` binds: ``Act.add_factory_class("ELU", nn.ELU)`` and functions or classes
+        decorated ``@Act.factory_function("swish")`` (monai's layer factories). Nothing reads
+        them by name, yet ``Act.PRELU`` fails without them. Each is tried on a copy of the
+        state and left out when it cannot be copied."""
+        idx = self.load(module)
+        pattern = re.compile(rf"(?:@[ \t]*)?{re.escape(name)}[ \t]*\.")
+        for j, s in enumerate(idx.stmts):
+            if j in st.stmts.get(module, ()) or s.kind not in ("call", "def", "class") or name not in s.code:
+                continue
+            first = next((ln.lstrip() for ln in s.code.splitlines()
+                          if ln.strip() and not ln.lstrip().startswith("#")), "")
+            if not pattern.match(first) or first.startswith("@") is (s.kind == "call"):
+                continue
+            trial = st.copy()
+            try:
+                for d in s.defines:
+                    if (module, d) not in trial.names:
+                        trial.claim((module, d), d)
+                self._copy(module, [j], trial, via, name)
+            except (ClosureError, RecursionError):
+                continue
+            st.__dict__.update(trial.__dict__)
+
+
+#: model types a composite configuration or its code names for a sub-model
+_SUB_TYPE = re.compile(r"""(?:\bmodel_type=|config_type=|["']model_type["']:\s*|CONFIG_MAPPING\[)\s*["']([\w-]+)["']""")
+#: a configuration class's own model type (``model_type = "qwen3_5_vision"``)
+_OWN_TYPE = re.compile(r"""^\s+model_type\s*(?::[^=]+)?\s=\s*["']([\w-]+)["']""", re.M)
+
+
+@lru_cache(maxsize=4)
+def _read_auto_mappings(mappings_path: str, modeling_path: str) -> tuple[dict, dict, dict, dict]:
+    """The ``OrderedDict([(type, name), ...])`` tables of transformers' auto mappings files."""
+    tables: dict[str, dict] = {}
+    for path in (mappings_path, modeling_path):
+        try:
+            tree = ast.parse(Path(path).read_text(errors="replace"))
+        except (OSError, SyntaxError):
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
+                    and isinstance(node.value, ast.Call) and node.value.args:
+                try:
+                    pairs = ast.literal_eval(node.value.args[0])
+                    tables[node.targets[0].id] = {k: v for k, v in pairs if isinstance(v, str)}
+                except (ValueError, TypeError, SyntaxError):
+                    continue
+    return (tables.get("CONFIG_MAPPING_NAMES", {}), tables.get("MODEL_MAPPING_NAMES", {}),
+            tables.get("MODEL_FOR_BACKBONE_MAPPING_NAMES", {}), tables.get("SPECIAL_MODEL_TYPE_TO_MODULE_NAME", {}))
+
+
+@lru_cache(maxsize=16)  # the closure of one class reads its __init__ for configurations and block classes
+def _parsed_init(code: str) -> ast.FunctionDef | None:
+    """The ``__init__`` defined in the class statement ``code``, parsed; None without one."""
+    if "__init__" not in code:  # a fifth of transformers' classes: no tree to build
+        return None
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return None
+    cls = tree.body[0] if tree.body and isinstance(tree.body[0], ast.ClassDef) else None
+    return next((b for b in cls.body if isinstance(b, ast.FunctionDef) and b.name == "__init__"), None) \
+        if cls else None

@@ -1,0 +1,365 @@
+"""Repairs of forward-input guesses from the error (or misuse warning) a guess raised.
+
+Each repair is a :class:`Rule`: a name, the error-message pattern it targets and a function
+from the failed guess's input specs (the JSON dicts :func:`curate.problem.build_inputs`
+takes: ``kind``, ``shape``, ``dtype``, ...) and the pattern's match to new guesses.
+:func:`_repair_specs` applies :data:`RULES` in order (the order is the order guesses are
+tried in), :func:`_warning_repairs` applies :data:`WARNING_RULES` to misuse warnings.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+from typing import Callable
+
+from torch import nn
+
+from curate.mine.forward_analysis import _einops_rank, _rank_shape, _spec_rank_ch
+from curate.mine.guess import MAX_INPUT_BYTES, B, is_int
+
+Specs = list[dict]
+Repair = Callable[[Specs, re.Match, nn.Module], list[Specs]]
+
+
+@dataclasses.dataclass(frozen=True)
+class Rule:
+    """One repair: ``repair(specs, match, module)`` gives new input specs for an error message
+    that ``pattern`` matches (and ``also``, when set, matches too); ``[]`` when the guess
+    offers nothing to change."""
+
+    name: str
+    pattern: re.Pattern
+    repair: Repair
+    also: re.Pattern | None = None
+
+    def match(self, msg: str) -> re.Match | None:
+        """The pattern's match in ``msg``, or None when the rule does not apply to it."""
+        m = self.pattern.search(msg)
+        if m is None or (self.also is not None and not self.also.search(msg)):
+            return None
+        return m
+
+
+_COMPLEX = re.compile(r"must be complex|non-complex dtype|expected a complex|complex tensors? (?:is )?(?:expected|"
+                      r"required)|only supported for complex|is not complex|input should be complex")
+
+
+def _mask_shapes(x: list[int]) -> list[list[int]]:
+    """Mask shapes that broadcast against input ``x`` or the attention scores built from it,
+    for a mask whose [batch, length] guess did not: [B, 1, T] beside a [B, C, T] input
+    (VITS' ``x_mask``), [B, T, 1] beside [B, T, C], [B, 1, 1, T] and [B, 1, T, T] against
+    [B, heads, T, T] scores, [B, 1, H, W] beside an image."""
+    if len(x) == 3:
+        b, t, c = x
+        return [[b, 1, c], [b, t, 1], [b, 1, 1, t], [b, 1, t, t], [b, t, t], [b, 1, 1, c]]
+    if len(x) == 4:
+        return [[x[0], 1, *x[2:]], list(x[:1] + x[2:])]
+    return []
+
+
+def _element_count_repairs(specs: list[dict], target: list[int], size: int) -> list[list[dict]]:
+    """Input specs for a ``view``/``reshape`` to ``target`` that failed on ``size`` elements.
+
+    A fixed target (``[8, 11, 11, 2304]``: a token count that must be a square, or a width
+    that must be heads x head size) scales the one input axis whose size makes the counts
+    equal (128 tokens -> 121, 64 features -> 512). A target with -1 (``[-1, 128]`` of
+    transformers' multiple-choice heads, which flatten [batch, choices, seq] ids) adds a
+    choices axis of 4 after the batch axis of inputs whose second axis is the other size.
+    """
+    out: list[list[dict]] = []
+    if -1 in target:
+        rest = math.prod(d for d in target if d != -1)
+        if len(target) == 2 and rest > 1:
+            new = [{**s, "shape": s["shape"][:1] + [4] + s["shape"][1:]}
+                   if s["kind"] in ("tensor", "index", "mask") and len(s.get("shape", [])) in (2, 3)
+                   and s["shape"][1] == rest else s for s in specs]
+            if new != specs:
+                out.append(new)
+        return out
+    want = math.prod(target)
+    if not size or want == size:
+        return out
+    for i, s in enumerate(specs):
+        shape = s.get("shape", [])
+        if s["kind"] != "tensor" or math.prod(shape) != size:
+            continue
+        for d in range(1, len(shape)):
+            v, r = divmod(shape[d] * want, size)
+            if not r and 2 <= v <= 4096 and v != shape[d]:
+                out.append([{**t, "shape": shape[:d] + [v] + shape[d + 1:]} if j == i else t
+                            for j, t in enumerate(specs)])
+    return out[:3]
+
+
+#: NotImplementedError messages of torch's own ops about their input (a rank, a dtype), not a
+#: method left to subclasses: the inputs are repaired as for any other error
+_INPUT_NOT_IMPLEMENTED = re.compile(r"needs \dD input|is not supported for \dD input|input Tensors supported|"
+                                    r"not implemented for '|Could not run '")
+
+
+def _tensors(specs: Specs) -> list[int]:
+    return [i for i, s in enumerate(specs) if s["kind"] in ("tensor", "index", "mask")]
+
+
+def _with_dim(specs: Specs, i: int, dim: int, value: int) -> list[Specs]:
+    """``specs`` with axis ``dim`` of input ``i`` set to ``value`` (none when it has no such axis)."""
+    new = [dict(s) for s in specs]
+    s = new[i]
+    if s["kind"] in ("tensor", "index", "mask") and -len(s["shape"]) <= dim < len(s["shape"]):
+        shape = list(s["shape"])
+        shape[dim] = value
+        s["shape"] = shape
+        return [new]
+    return []
+
+
+def _with_rank(specs: Specs, nd: int) -> list[Specs]:
+    """``specs`` with every tensor input of rank ``nd`` (the first input's channels kept)."""
+    tensors = _tensors(specs)
+    if not tensors:
+        return []
+    shape = _rank_shape(nd, _spec_rank_ch(specs[tensors[0]].get("shape", [])))
+    if shape:
+        return [[{**s, "shape": shape} if s["kind"] == "tensor" else s for s in specs]]
+    return []
+
+
+def _dim_of_all(dim: int, group: int) -> Repair:
+    """Axis ``dim`` of every tensor input set to the number the match's ``group`` names."""
+    return lambda specs, m, module: [new for i in _tensors(specs)
+                                     for new in _with_dim(specs, i, dim, int(m.group(group)))]
+
+
+def _rank_from(pick: Callable[[re.Match], int | None]) -> Repair:
+    """Every tensor input of the rank ``pick`` reads off the match (none when it reads None)."""
+    def repair(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+        nd = pick(m)
+        return _with_rank(specs, nd) if nd else []
+    return repair
+
+
+def _complex(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+    # a spectrum (ESPnet's enhancement front ends take STFT frames)
+    return [[{**s, "dtype": "complex64"} if s["kind"] == "tensor" and s.get("dtype", "float32") == "float32"
+             else s for s in specs]]
+
+
+def _normalized_shape(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+    dims = [int(d) for d in m.group(1).split(",")]
+    out = []
+    for i, s in enumerate(specs):
+        if s["kind"] == "tensor":
+            new = [dict(x) for x in specs]
+            new[i] = {**s, "shape": list(s["shape"][: max(1, len(s["shape"]) - len(dims))]) + dims}
+            out.append(new)
+    return out
+
+
+def _mask_first(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+    # a mask first: its [batch, length] guess is the usual culprit
+    tensors = _tensors(specs)
+    if not tensors or specs[tensors[0]]["kind"] != "tensor":
+        return []
+    return [[{**s, "shape": shape} if j == i else t for j, t in enumerate(specs)]
+            for i, s in enumerate(specs) if s["kind"] == "mask"
+            for shape in _mask_shapes(specs[tensors[0]]["shape"]) if shape != s["shape"]]
+
+
+def _broadcast_sizes(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+    a, b = int(m.group(1)), int(m.group(2))
+    out = []
+    for i, s in enumerate(specs):
+        for d, v in enumerate(s.get("shape", [])):
+            if v == a and b > 1:
+                out += _with_dim(specs, i, d, b)
+            if v == b and a > 1:
+                out += _with_dim(specs, i, d, a)
+    return out
+
+
+def _square_image(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+    # a flattened height * width that must equal a fixed token count: a square image of that many
+    a, b = (int(g) for g in m.groups() if g)
+    out = []
+    for i, s in enumerate(specs):
+        shape = s.get("shape", [])
+        if s["kind"] == "tensor" and len(shape) >= 4 and shape[-1] == shape[-2]:
+            for x, y in ((a, b), (b, a)):
+                side = math.isqrt(y)
+                if shape[-1] ** 2 == x and side * side == y and 4 <= side <= 256:
+                    new = [dict(t) for t in specs]
+                    new[i] = {**s, "shape": shape[:-2] + [side, side]}
+                    out.append(new)
+    return out
+
+
+def _index_axis(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+    # qkv[2] of a stacked [3, ...] input, a small axis read at a fixed index: that axis grows to fit
+    k, d, size = (int(g) for g in m.groups())
+    return [new for i in _tensors(specs) if k < 16 and d < len(specs[i]["shape"]) and specs[i]["shape"][d] == size
+            for new in _with_dim(specs, i, d, k + 1)]
+
+
+def _dim_out_of_range(m: re.Match) -> int:
+    have, want = int(m.group(1)), int(m.group(2))
+    return max(have + 1, want + 1 if want >= 0 else -want)
+
+
+def _unpacked(m: re.Match) -> int | None:
+    nd = int(m.group(1) or m.group(3))
+    return nd if 1 <= nd <= 6 else None
+
+
+def _indices(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+    out = []
+    for i, s in enumerate(specs):
+        if s["kind"] == "tensor":
+            new = [dict(x) for x in specs]
+            shape = s["shape"][:2] if i == 0 else [s["shape"][0]]
+            high = next((e.num_embeddings for e in module.modules() if isinstance(e, nn.Embedding)), 10)
+            new[i] = {"kind": "index", "shape": list(shape), "high": high, "dtype": "int64"}
+            out.append(new)
+    return out
+
+
+def _larger_images(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+    new = []
+    for s in specs:
+        shape = list(s.get("shape", []))
+        if s["kind"] == "tensor" and len(shape) in (3, 4, 5) and max(shape[2:]) < 384:
+            size = next(v for v in (64, 128, 224, 299, 384) if v > max(shape[2:]))
+            shape[2:] = [size] * len(shape[2:])
+            if size >= 224 or math.prod(shape) * 4 > MAX_INPUT_BYTES:
+                shape[0] = 2  # large images: a smaller batch keeps the problem's memory in bounds
+        new.append({**s, "shape": shape} if "shape" in s else s)
+    return [new]
+
+
+def _class_target(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+    tensors = _tensors(specs)
+    if len(tensors) < 2:
+        return []
+    x = specs[tensors[0]]["shape"]
+    if len(x) < 2:
+        return []
+    t = {"kind": "index", "shape": [x[0]] + x[2:], "high": x[1], "dtype": "int64"}
+    return [[t if i == tensors[1] else s for i, s in enumerate(specs)]]
+
+
+def _float_target(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+    tensors = _tensors(specs)
+    if len(tensors) < 2:
+        return []
+    x = specs[tensors[0]]
+    return [[{**x} if i == tensors[1] else s for i, s in enumerate(specs)]]
+
+
+def _batch_statistics(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+    return [[{**s, "shape": [B] + s["shape"][1:] + ([4, 4] if len(s["shape"]) == 2 else [])}
+             if s["kind"] == "tensor" else s for s in specs]]
+
+
+def _element_count(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+    return _element_count_repairs(specs, [int(d) for d in m.group(1).split(",")], int(m.group(2)))
+
+
+_BROADCAST = r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)"
+
+#: The repairs of an error message, in the order their guesses are tried.
+RULES: tuple[Rule, ...] = (
+    Rule("complex_input", _COMPLEX, _complex),
+    Rule("channels", re.compile(r"to have (\d+) channels, but got (\d+) channels"), _dim_of_all(1, 1)),
+    Rule("matmul_width", re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)"),
+         _dim_of_all(-1, 3)),
+    Rule("norm_channels", re.compile(r"running_mean should contain (\d+) elements"), _dim_of_all(1, 1)),
+    Rule("norm_weight_channels", re.compile(r"Expected weight to be a vector of size equal to the number of channels "
+                                             r"in input, but got weight of shape \[(\d+)\]"), _dim_of_all(1, 1)),
+    Rule("normalized_shape", re.compile(r"normalized_shape=\[([\d, ]+)\]"), _normalized_shape),
+    Rule("mask_shape", re.compile("size of tensor a"), _mask_first),
+    Rule("broadcast_sizes", re.compile(_BROADCAST), _broadcast_sizes),
+    Rule("square_image", re.compile(_BROADCAST + r"|subscript \w+ has size (\d+) for operand \d+ which does not "
+                                    r"broadcast with previously seen size (\d+)"), _square_image),
+    Rule("index_axis", re.compile(r"index (\d+) is out of bounds for dimension (\d+) with size (\d+)"), _index_axis),
+    # torch's NotImplementedError for a rank its op does not take (see _INPUT_NOT_IMPLEMENTED)
+    Rule("op_rank", re.compile(r"needs (\d)D input|Padding size (\d+) is not supported for \dD input|"
+                               r"Only (\d)D(?:, \dD)* and \dD input Tensors supported"),
+         _rank_from(lambda m: int(m.group(1) or m.group(3)) if not m.group(2) else int(m.group(2)) // 2 + 2)),
+    Rule("expected_rank", re.compile(r"Expected (\d)D.* input|expected (\d)D input|Expected (\d)-dimensional|"
+                                     r"Expected \d+D \(unbatched\) or (\d)D \(batched\)|expected (\d)D or \dD input|"
+                                     r"got (\d)D input|Expected input batch_size|expected (\d)D tensor"),
+         _rank_from(lambda m: int(next(g for g in m.groups() if g)) if any(m.groups()) else None)),
+    Rule("einops_rank", re.compile(r"einops pattern '([^']*)' does not match"),
+         _rank_from(lambda m: _einops_rank(m.group(1)))),
+    Rule("unpack_rank", re.compile(r"not enough values to unpack \(expected (\d+), got (\d+)\)|"
+                                   r"too many values to unpack \(expected (\d+)\)"), _rank_from(_unpacked)),
+    Rule("dim_out_of_range", re.compile(r"Dimension out of range \(expected to be in range of \[-(\d+), \d+\], "
+                                        r"but got (-?\d+)\)"), _rank_from(_dim_out_of_range)),
+    Rule("too_many_indices", re.compile(r"too many indices for tensor of dimension (\d+)"),
+         _rank_from(lambda m: int(m.group(1)) + 1)),
+    Rule("permute_rank", re.compile(r"input\.dim\(\) = (\d+) is not equal to len\(dims\) = (\d+)"),
+         _rank_from(lambda m: int(m.group(2)))),
+    Rule("integer_indices", re.compile(r"scalar type Long|expected scalar type Long|one of the following scalar types: "
+                                       r"Long, Int|Expected tensor for argument #1 'indices'|must be Long|LongTensor|"
+                                       r"index.*Float|dtype to be Long|tensors used as indices must be long"), _indices),
+    Rule("larger_images", re.compile(r"Kernel size can't be greater than actual input size|Output size is too small|"
+                                     r"input image is smaller than kernel|Padding size should be less than|"
+                                     r"should be less than or equal to two times the input dimension|too small"),
+         _larger_images),
+    Rule("class_target", re.compile(r"target", re.I), _class_target,
+         also=re.compile(r"Long|Int\b|integer|class indices")),
+    Rule("float_target", re.compile(r"Expected floating point type for target|target.*float|Float.*target"),
+         _float_target),
+    Rule("batch_statistics", re.compile("Expected more than 1 value per channel"), _batch_statistics),
+    # last: the rank and width repairs above explain most such errors
+    Rule("element_count", re.compile(r"shape '\[([-\d, ]+)\]' is invalid for input of size (\d+)"), _element_count),
+)
+
+
+def _repair_specs(specs: Specs, msg: str, module: nn.Module) -> list[Specs]:
+    """New input specs suggested by an error message (paritybench-style repairs): those of
+    every rule of :data:`RULES` that matches ``msg``, in order."""
+    out: list[Specs] = []
+    for rule in RULES:
+        m = rule.match(msg)
+        if m is not None:
+            out += rule.repair(specs, m, module)
+    return out
+
+
+_SIZES = re.compile(r"target size \(torch\.Size\(\[([\d, ]*)\]\)\).*input size \(torch\.Size\(\[([\d, ]*)\]\)\)",
+                    re.IGNORECASE)
+
+
+def _target_like_input(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+    # a loss target shaped (and typed) like the input it broadcasts against, or the input like the target
+    target, given = ([int(d) for d in g.split(",") if d.strip()] for g in m.groups())
+    return [[{**{k: v for k, v in s.items() if k in ("arg",)}, "kind": "tensor", "shape": list(new),
+              "dtype": "float32"} if s.get("shape") == old else s for s in specs]
+            for old, new in ((target, given), (given, target))]
+
+
+def _batch_before_features(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+    # an input whose channels disagree with the norm layer's num_features, given a batch axis before them
+    nf = getattr(module, "num_features", None)
+    if is_int(nf) and specs and specs[0].get("shape"):
+        return [[{**specs[0], "shape": [B, nf, *specs[0]["shape"][1:]]}] + specs[1:]]
+    return []
+
+
+#: The repairs of a misuse warning the reference raised on a guess that ran.
+WARNING_RULES: tuple[Rule, ...] = (
+    Rule("target_size", _SIZES, _target_like_input),
+    Rule("num_features", re.compile("does not match num_features"), _batch_before_features),
+)
+
+
+def _warning_repairs(specs: Specs, msg: str, module: nn.Module) -> list[Specs]:
+    """Inputs that may stop the reference's misuse warning ``msg`` (:data:`WARNING_RULES`)."""
+    out: list[Specs] = []
+    for rule in WARNING_RULES:
+        m = rule.match(msg)
+        if m is not None:
+            out += rule.repair(specs, m, module)
+    return out

@@ -1,0 +1,169 @@
+"""The input-repair rules (:mod:`curate.mine.repairs`), each against the error message it targets.
+
+Messages are real: raised here by torch (and the einops stand-in) on a wrong guess, or kept
+verbatim from a mining run of the default manifest (a reject's last error). Each case checks
+that its rule matches the message and that the repaired guess is among what
+:func:`_repair_specs` (or :func:`_warning_repairs`) proposes.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from curate.mine.repairs import RULES, WARNING_RULES, _repair_specs, _warning_repairs
+
+
+def _raised(fn) -> str:
+    """``"Type: message"`` of the exception ``fn`` raises (as synthesis records an error)."""
+    try:
+        fn()
+    except Exception as exc:  # the message is what the test is after
+        return f"{type(exc).__name__}: {exc}"
+    raise AssertionError("expected an error")
+
+
+def _warned(fn) -> str:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fn()
+    return str(caught[0].message)
+
+
+def _einops_error() -> str:
+    path = Path(__file__).resolve().parents[1] / "curate" / "mine" / "shims" / "einops.py"
+    spec = importlib.util.spec_from_file_location("einops_stand_in", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return _raised(lambda: mod.rearrange(torch.randn(8, 64), "b c h w -> b (h w) c"))
+
+
+def T(*shape, **kw) -> dict:
+    return {"kind": "tensor", "shape": list(shape), "dtype": "float32", **kw}
+
+
+def M(*shape) -> dict:
+    return {"kind": "mask", "shape": list(shape), "dtype": "bool"}
+
+
+def rank(n: int):
+    """A check that every tensor input of a repaired guess has rank ``n``."""
+    return lambda specs: all(len(s["shape"]) == n for s in specs if s["kind"] == "tensor")
+
+
+# (rule, message, guess that failed, the repaired guess expected or a check of one)
+CASES = [
+    ("complex_input", lambda: _raised(lambda: torch.view_as_real(torch.randn(2, 2)))),
+    ("channels", "RuntimeError: Given groups=1, weight of size [4, 64, 1, 1], expected input[8, 4, 32, 32] to "
+                 "have 64 channels, but got 4 channels instead"),
+    ("matmul_width", "RuntimeError: mat1 and mat2 shapes cannot be multiplied (1024x4096 and 64x64)"),
+    ("norm_channels", lambda: _raised(lambda: F.batch_norm(torch.randn(8, 4, 32, 32), torch.zeros(64),
+                                                           torch.ones(64)))),
+    ("norm_weight_channels", lambda: _raised(lambda: F.group_norm(torch.randn(8, 4, 32, 32), 2,
+                                                                  weight=torch.ones(64)))),
+    ("normalized_shape", "RuntimeError: Given normalized_shape=[64], expected input with shape [*, 64], but got "
+                         "input of size[8, 64, 32, 32]"),
+    ("mask_shape", "RuntimeError: The size of tensor a (128) must match the size of tensor b (4096) at "
+                   "non-singleton dimension 3"),
+    ("broadcast_sizes", "RuntimeError: The size of tensor a (256) must match the size of tensor b (64) at "
+                        "non-singleton dimension 1"),
+    ("square_image", lambda: _raised(lambda: torch.randn(8, 1024, 64) + torch.randn(1, 196, 64))),
+    ("index_axis", lambda: _raised(lambda: torch.randn(2, 8)[3])),
+    ("op_rank", lambda: _raised(lambda: F.interpolate(torch.randn(8, 64), scale_factor=2.0))),
+    ("expected_rank", "RuntimeError: Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of "
+                      "size: [4096]"),
+    ("einops_rank", _einops_error),
+    ("unpack_rank", "ValueError: not enough values to unpack (expected 4, got 3)"),
+    ("dim_out_of_range", lambda: _raised(lambda: torch.randn(8, 64).transpose(1, 2))),
+    ("too_many_indices", "IndexError: too many indices for tensor of dimension 1"),
+    ("permute_rank", lambda: _raised(lambda: torch.randn(8, 64).permute(0, 2, 1))),
+    ("integer_indices", lambda: _raised(lambda: nn.Embedding(10, 4)(torch.randn(8, 4)))),
+    ("larger_images", "RuntimeError: Padding length should be less than or equal to two times the input "
+                      "dimension but got padding length 4 and input of dimension 1"),
+    ("class_target", lambda: _raised(lambda: F.nll_loss(torch.randn(8, 10), torch.randn(8)))),
+    ("float_target", lambda: _raised(lambda: F.cross_entropy(torch.randn(8, 10), torch.randn(8, 10).int()))),
+    ("batch_statistics", lambda: _raised(lambda: nn.BatchNorm1d(4).train()(torch.randn(1, 4)))),
+    ("element_count", lambda: _raised(lambda: torch.randn(8, 128, 64).view(8, 11, 11, 64))),
+]
+
+GUESSES = {
+    "complex_input": ([T(8, 64)], [{**T(8, 64), "dtype": "complex64"}]),
+    "channels": ([T(8, 4, 32, 32)], [T(8, 64, 32, 32)]),
+    "matmul_width": ([T(8, 128, 4096)], [T(8, 128, 64)]),
+    "norm_channels": ([T(8, 16, 32, 32)], [T(8, 4, 32, 32)]),
+    "norm_weight_channels": ([T(8, 4, 32, 32)], [T(8, 64, 32, 32)]),
+    "normalized_shape": ([T(8, 64, 32, 32)], [T(8, 64, 32, 64)]),
+    "mask_shape": ([T(8, 128, 64), M(8, 128)], [T(8, 128, 64), M(8, 1, 64)]),
+    "broadcast_sizes": ([T(8, 256, 32, 32)], [T(8, 64, 32, 32)]),
+    "square_image": ([T(8, 64, 32, 32)], [T(8, 64, 14, 14)]),
+    "index_axis": ([T(2, 8, 64)], [T(3 + 1, 8, 64)]),
+    "op_rank": ([T(8, 64)], rank(3)),
+    "expected_rank": ([T(4096)], rank(3)),
+    "einops_rank": ([T(8, 64)], rank(4)),
+    "unpack_rank": ([T(8, 128, 64)], rank(4)),
+    "dim_out_of_range": ([T(8, 64)], rank(3)),
+    "too_many_indices": ([T(8)], rank(2)),
+    "permute_rank": ([T(8, 64)], rank(3)),
+    "integer_indices": ([T(8, 4)], [{"kind": "index", "shape": [8, 4], "high": 10, "dtype": "int64"}]),
+    "larger_images": ([T(8, 3, 32, 32)], [T(8, 3, 64, 64)]),
+    "class_target": ([T(8, 10), T(8, 10)], [T(8, 10), {"kind": "index", "shape": [8], "high": 10, "dtype": "int64"}]),
+    "float_target": ([T(8, 10), {"kind": "index", "shape": [8, 10], "high": 2, "dtype": "int64"}],
+                     [T(8, 10), T(8, 10)]),
+    "batch_statistics": ([T(1, 4)], [T(8, 4, 4, 4)]),
+    "element_count": ([T(8, 128, 64)], [T(8, 121, 64)]),
+}
+
+
+def _module_for(name: str) -> nn.Module:
+    return nn.Embedding(10, 4) if name == "integer_indices" else nn.Identity()
+
+
+@pytest.mark.parametrize("name,message", CASES, ids=[c[0] for c in CASES])
+def test_rule_repairs_the_message_it_targets(name, message):
+    msg = message() if callable(message) else message
+    rule = next(r for r in RULES if r.name == name)
+    m = rule.match(msg)
+    assert m is not None, f"{name} does not match {msg!r}"
+    specs, want = GUESSES[name]
+    module = _module_for(name)
+    mine = rule.repair(specs, m, module)
+    every = _repair_specs(specs, msg, module)
+    found = [s for s in mine if (want(s) if callable(want) else s == want)]
+    assert found, f"{name}: {mine} lacks {want}"
+    assert all(s in every for s in mine)  # the table applies the rule
+
+
+def test_every_rule_has_a_case():
+    assert {r.name for r in RULES} == {c[0] for c in CASES} == set(GUESSES)
+    assert len({r.name for r in RULES + WARNING_RULES}) == len(RULES + WARNING_RULES)
+
+
+def test_rules_apply_in_table_order():
+    # one message two rules match: a mask is tried before the input axis it disagrees with
+    msg = ("RuntimeError: The size of tensor a (128) must match the size of tensor b (4096) at "
+           "non-singleton dimension 3")
+    specs = [T(8, 128, 64), M(8, 128)]
+    out = _repair_specs(specs, msg, nn.Identity())
+    assert out[0] == [T(8, 128, 64), M(8, 1, 64)]
+    assert [T(8, 4096, 64), M(8, 128)] in out[1:]
+
+
+def test_a_message_no_rule_targets_gives_no_repair():
+    assert _repair_specs([T(8, 64)], "RuntimeError: CUDA error: device-side assert triggered", nn.Identity()) == []
+
+
+def test_warning_rules():
+    msg = ("ValueError: Using a target size (torch.Size([8, 64])) that is different to the input size "
+           "(torch.Size([8, 64, 32, 32])) is deprecated. Please ensure they have the same size.")
+    specs = [T(8, 64, 32, 32), T(8, 64)]
+    assert [T(8, 64, 32, 32), T(8, 64, 32, 32)] in _warning_repairs(specs, msg, nn.Identity())
+    norm = nn.InstanceNorm1d(64)
+    msg = _warned(lambda: norm(torch.randn(8, 4, 32)))
+    assert next(r for r in WARNING_RULES if r.name == "num_features").match(msg)
+    assert _warning_repairs([T(4, 32)], msg, norm) == [[T(8, 64, 32)]]
