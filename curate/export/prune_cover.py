@@ -9,8 +9,9 @@ a line tracer (:func:`trace`) and edits it (:func:`cover_prune`):
   import, an ``if`` body, ``else`` block or ``elif`` chain that no run entered is replaced by
   ``raise NotImplementedError(...)``, and so are the statements after an ``if`` that always
   returned; only where the deciding condition reads nothing but the function's arguments
-  and what is computed from them (:func:`arg_only`), so that it is decided by
-  ``get_init_inputs()``, not by tensor shapes, the device, the environment or a global flag;
+  and what is computed from them, pure functions of the program included (:func:`arg_only`,
+  :func:`_pure_functions`), so that it is decided by ``get_init_inputs()``, not by tensor
+  shapes, the device, the environment or a global flag;
 - a method of a class of the program that never ran, whose name nothing left in the program
   mentions (attribute, name or string), which is not a dunder and does not override a
   method of a class outside the program (``nn.Module``'s ``_apply``, ``train``,
