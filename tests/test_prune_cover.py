@@ -134,6 +134,10 @@ def test_timm_create_conv2d_path_is_pruned_with_identical_outputs(cbam_subset: P
     # create_conv2d's list-kernel and CondConv branches, create_aa's body: never entered
     assert "class CondConv2d" not in pruned and "class MixedConv2d" not in pruned
     assert "class BlurPool2d" not in pruned
+    # create_conv2d_pad's is_dynamic comes from get_padding_value, a pure function of the
+    # padding and kernel arguments: the Conv2dSame branch and its helpers go
+    assert "class Conv2dSame" in code and "class Conv2dSame" not in pruned
+    assert "def pad_same" not in pruned
     assert check_task(code, pruned)["same"]
     assert len(pruned) < 0.8 * len(prune_source(code).code)
 
