@@ -1,10 +1,12 @@
 """Coverage pruning on real library source: constructor-time branches no run entered are
 replaced by a raise, a branch a variant's constructor takes is kept, conditions read from the
-environment are never judged, and on timm's create_conv2d path (mined by the default
-manifest) the pruned program is shorter with identical outputs."""
+environment are never judged, conditions computed by pure functions of the program
+(torch's ``_pair``) count as decided by the arguments, and on timm's create_conv2d path
+(mined by the default manifest) the pruned program is shorter with identical outputs."""
 
 from __future__ import annotations
 
+import ast
 import inspect
 import json
 from pathlib import Path
@@ -13,9 +15,11 @@ import polars as pl
 import pytest
 import torch.nn.modules.conv as conv
 import torch.nn.modules.transformer as transformer
+import torch.nn.modules.utils as torch_utils
 
 from curate.export.prune import check_task, prune_source
-from curate.export.prune_cover import RAISE, check_meta, cover_prune, trace
+from curate.export.prune_cover import (RAISE, _pure_functions, _static_globals, check_meta, cover_prune,
+                                       trace)
 from curate.export.prune_usage import prune_task
 from curate.problem import assemble, replace_inputs
 from curate.table import read_problems
@@ -130,5 +134,67 @@ def test_timm_create_conv2d_path_is_pruned_with_identical_outputs(cbam_subset: P
     # create_conv2d's list-kernel and CondConv branches, create_aa's body: never entered
     assert "class CondConv2d" not in pruned and "class MixedConv2d" not in pruned
     assert "class BlurPool2d" not in pruned
+    # create_conv2d_pad's is_dynamic comes from get_padding_value, a pure function of the
+    # padding and kernel arguments: the Conv2dSame branch and its helpers go
+    assert "class Conv2dSame" in code and "class Conv2dSame" not in pruned
+    assert "def pad_same" not in pruned
     assert check_task(code, pruned)["same"]
     assert len(pruned) < 0.8 * len(prune_source(code).code)
+
+
+# torch's nn/modules/utils.py: _pair = _ntuple(2, "_pair"), a closure over a literal
+UTILS_SRC = inspect.getsource(torch_utils)
+
+
+def _pure_of(src: str) -> frozenset[str]:
+    tree = ast.parse(src)
+    module_names, static = _static_globals(tree)
+    return _pure_functions(tree, static, module_names)[0]
+
+
+def test_pure_functions_of_real_torch_source():
+    pure = _pure_of(UTILS_SRC)
+    # _ntuple's body defines a pure closure; _pair is that closure made from literals;
+    # repeat comes from itertools
+    assert {"_ntuple", "_pair", "_single", "repeat"} <= pure
+    # an import inside the body and a call of torch: not judged pure
+    assert "_list_with_default" not in pure
+    assert "_reverse_repeat_tuple" not in pure  # calls reversed, outside the pure builtins
+    # a function reading the environment is never pure, nor one calling it
+    env = UTILS_SRC + ("\n\nimport torch\n\ndef _fast():\n    return torch.cuda.is_available()\n\n"
+                       "def _pick(k):\n    return _pair(k)[0] > 1 and _fast()\n")
+    pure = _pure_of(env)
+    assert "_fast" not in pure and "_pick" not in pure and "_pair" in pure
+
+
+def _pair_problem(init: list) -> str:
+    body = (UTILS_SRC + "\n\nimport torch\nimport torch.nn as nn\n\n\n"
+            "class Model(nn.Module):\n"
+            "    def __init__(self, width, kernel):\n"
+            "        super().__init__()\n"
+            "        k = _pair(kernel)\n"
+            "        if k[0] == k[1]:\n"
+            "            self.conv = nn.Conv2d(4, width, k, padding=k[0] // 2)\n"
+            "        else:\n"
+            "            pad = (k[0] // 2, k[1] // 2)\n"
+            "            self.conv = nn.Conv2d(4, width, k, padding=pad)\n"
+            "\n    def forward(self, x):\n        return self.conv(x)\n")
+    return assemble(body, [{"kind": "tensor", "shape": [2, 4, 12, 12], "dtype": "float32"}], init)
+
+
+def test_a_branch_decided_by_a_pure_function_of_the_arguments_is_replaced():
+    code = _pair_problem([8, 3])
+    result = prune_task(code, [], seed=0)
+    assert result["same"] and result["cover"]["branches"] >= 1, result
+    # the condition reads k = _pair(kernel): decided by the constructor's argument
+    assert "pad = (k[0] // 2, k[1] // 2)" not in result["pruned"] and RAISE in result["pruned"]
+    assert check_task(code, result["pruned"])["same"]
+
+
+def test_a_branch_a_variant_takes_through_a_pure_function_is_kept():
+    code = _pair_problem([8, 3])
+    wide = replace_inputs(code, [{"kind": "tensor", "shape": [2, 4, 12, 12], "dtype": "float32"}], [8, [3, 5]])
+    result = prune_task(code, [wide], seed=0)
+    assert result["same"], result
+    assert "pad = (k[0] // 2, k[1] // 2)" in result["pruned"]
+    assert "padding=k[0] // 2" in result["pruned"]

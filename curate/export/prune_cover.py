@@ -9,8 +9,9 @@ a line tracer (:func:`trace`) and edits it (:func:`cover_prune`):
   import, an ``if`` body, ``else`` block or ``elif`` chain that no run entered is replaced by
   ``raise NotImplementedError(...)``, and so are the statements after an ``if`` that always
   returned; only where the deciding condition reads nothing but the function's arguments
-  and what is computed from them (:func:`arg_only`), so that it is decided by
-  ``get_init_inputs()``, not by tensor shapes, the device, the environment or a global flag;
+  and what is computed from them, pure functions of the program included (:func:`arg_only`,
+  :func:`_pure_functions`), so that it is decided by ``get_init_inputs()``, not by tensor
+  shapes, the device, the environment or a global flag;
 - a method of a class of the program that never ran, whose name nothing left in the program
   mentions (attribute, name or string), which is not a dunder and does not override a
   method of a class outside the program (``nn.Module``'s ``_apply``, ``train``,
@@ -36,6 +37,7 @@ from __future__ import annotations
 import ast
 import builtins
 import sys
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -48,6 +50,9 @@ SAFE_CALLS = frozenset({
     "isinstance", "issubclass", "len", "callable", "hasattr", "getattr", "type", "tuple", "list",
     "int", "float", "str", "bool", "all", "any", "min", "max", "sum", "set", "dict", "frozenset",
     "abs", "round", "sorted", "zip", "range", "enumerate", "divmod", "id"})
+#: Standard-library modules whose functions return values determined by their arguments alone:
+#: a function of the program may call them (``math.ceil``, ``itertools.repeat``) and stay pure.
+PURE_MODULES = frozenset({"math", "itertools", "operator"})
 #: Overrides of outside methods that only format ``repr`` (dropped when they never ran).
 REPR_ONLY = frozenset({"extra_repr"})
 
@@ -226,13 +231,24 @@ class _Scope:
     assigned: dict[str, list[ast.AST | None]]
     static_globals: set[str]
     module_names: set[str]
+    #: names callable as pure functions (:func:`_pure_functions`)
+    pure: frozenset[str] = frozenset()
+    #: names bound to a module of :data:`PURE_MODULES` (their attributes may be called)
+    pure_modules: frozenset[str] = frozenset()
+
+
+def _builtin_exception(name: str) -> bool:
+    v = getattr(builtins, name, None)
+    return isinstance(v, type) and issubclass(v, BaseException)
 
 
 def arg_only(expr: ast.AST, scope: _Scope, seen: frozenset[str] = frozenset()) -> bool:
     """Whether ``expr`` (a condition inside ``scope.fn``) reads only the function's
     arguments, locals computed from them, literals, classes and functions of the module
-    that it does not call, imported modules' attributes that it does not call, and the pure
-    builtins of :data:`SAFE_CALLS`."""
+    that it does not call, imported modules' attributes that it does not call, the pure
+    builtins of :data:`SAFE_CALLS` and builtin exception classes, and the pure functions of
+    the program (``scope.pure``: ``get_padding_value(padding, kernel_size)`` returns what its
+    arguments decide, :func:`_pure_functions`)."""
     comp_targets = {t.id for n in ast.walk(expr) if isinstance(n, ast.comprehension)
                     for t in ast.walk(n.target) if isinstance(t, ast.Name)}
     for n in ast.walk(expr):
@@ -241,14 +257,21 @@ def arg_only(expr: ast.AST, scope: _Scope, seen: frozenset[str] = frozenset()) -
         if isinstance(n, ast.Call):
             f = n.func
             if isinstance(f, ast.Name):
-                if f.id not in SAFE_CALLS or f.id in scope.module_names or f.id in scope.assigned:
+                if f.id in scope.assigned or f.id in scope.params:
+                    return False
+                if f.id in scope.pure:
+                    continue  # its arguments are judged as the walk goes on
+                if f.id in scope.module_names or not (f.id in SAFE_CALLS or _builtin_exception(f.id)):
                     return False
             elif isinstance(f, ast.Attribute):
                 root = f
                 while isinstance(root, ast.Attribute):
                     root = root.value
                 # methods of the arguments (kwargs.get, name.lower): not of self, whose
-                # methods may read anything
+                # methods may read anything; functions of a pure module (math.ceil)
+                if isinstance(f.value, ast.Name) and f.value.id in scope.pure_modules \
+                        and f.value.id not in scope.assigned:
+                    continue
                 if not (isinstance(root, ast.Name) and root.id != "self"
                         and (root.id in scope.params or root.id in scope.assigned)):
                     return False
@@ -269,7 +292,7 @@ def arg_only(expr: ast.AST, scope: _Scope, seen: frozenset[str] = frozenset()) -
                 for v in scope.assigned[name]:
                     if v is None or not arg_only(v, scope, seen | {name}):
                         return False
-            elif name in scope.params:
+            elif name in scope.params or name in scope.pure:
                 continue
             elif name in scope.module_names:
                 if name not in scope.static_globals:
@@ -309,6 +332,108 @@ def _static_globals(tree: ast.Module) -> tuple[set[str], set[str]]:
                     for a in x.names:
                         bound.setdefault((a.asname or a.name).partition(".")[0], []).append(False)
     return set(bound), {k for k, v in bound.items() if all(v)}
+
+
+def _module_bindings(tree: ast.Module) -> Counter:
+    """How many times each name is bound at module level (inside ``if``/``try`` blocks too)."""
+    counts: Counter = Counter()
+
+    def visit(block: list[ast.stmt]) -> None:
+        for s in block:
+            if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                counts[s.name] += 1
+                continue
+            if isinstance(s, (ast.Import, ast.ImportFrom)):
+                counts.update((a.asname or a.name).partition(".")[0] for a in s.names)
+                continue
+            for n in ast.walk(s):
+                if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                    counts[n.id] += 1
+            for attr in ("body", "orelse", "finalbody"):
+                inner = getattr(s, attr, None)
+                if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+                    visit(inner)
+            for h in getattr(s, "handlers", []):
+                visit(h.body)
+
+    visit(tree.body)
+    return counts
+
+
+def _pure(fn: ast.FunctionDef, base: _Scope, closure: frozenset[str] = frozenset()) -> bool:
+    """Whether every statement of ``fn`` reads only its arguments (``closure``: an enclosing
+    function's arguments and locals, which count as arguments here), its locals, literals and
+    what ``base`` allows (:func:`arg_only`), so that what it returns is decided by its
+    arguments. A nested function may be defined (``_ntuple``'s ``parse``) when it is pure too
+    and directly in the body; ``global``, ``nonlocal``, generators, lambdas, classes and
+    imports make a function impure."""
+    nested = [s for s in fn.body if isinstance(s, ast.FunctionDef) and not s.decorator_list]
+    for n in ast.walk(fn):
+        if isinstance(n, (ast.Global, ast.Nonlocal, ast.Yield, ast.YieldFrom, ast.Await, ast.Lambda,
+                          ast.ClassDef, ast.Import, ast.ImportFrom, ast.AsyncFunctionDef)):
+            return False
+        if isinstance(n, ast.FunctionDef) and n is not fn and n not in nested:
+            return False
+    names = {s.name for s in nested}
+    assigned = {k: v for k, v in _assignments(fn).items() if k not in names}
+    params = _params(fn) | closure
+    scope = _Scope(fn, params, assigned, base.static_globals, base.module_names,
+                   base.pure | names, base.pure_modules)
+    for s in fn.body:
+        if s in nested:
+            if not _pure(s, scope, frozenset(params | set(assigned))):
+                return False
+        elif not arg_only(s, scope):
+            return False
+    return True
+
+
+def _pure_functions(tree: ast.Module, static_globals: set[str], module_names: set[str]
+                    ) -> tuple[frozenset[str], frozenset[str]]:
+    """Names a constructor-time condition may call as pure functions, and the names bound to
+    modules of :data:`PURE_MODULES`.
+
+    Pure: an undecorated top-level function bound once whose body passes :func:`_pure`
+    (calls among such functions are allowed, recursion included: the largest set that
+    checks out); ``NAME = f(literals)`` with ``f`` pure (timm's ``to_2tuple = _ntuple(2)``,
+    whose result is a function of the literal and its own argument); names imported once
+    from a pure module (``from itertools import repeat``). timm's ``create_conv2d_pad``
+    chooses ``Conv2dSame`` from ``get_padding_value(padding, kernel_size)``: with this, the
+    choice is decided by the constructor's arguments."""
+    counts = _module_bindings(tree)
+    once = {k for k, v in counts.items() if v == 1}
+    modules: set[str] = set()
+    imported: set[str] = set()
+    for s in tree.body:
+        if isinstance(s, ast.Import):
+            modules.update(a.asname or a.name for a in s.names if a.name in PURE_MODULES)
+        elif isinstance(s, ast.ImportFrom) and s.module in PURE_MODULES and not s.level:
+            imported.update(a.asname or a.name for a in s.names if a.name != "*")
+    modules &= once
+    imported &= once
+    funcs = {s.name: s for s in tree.body if isinstance(s, ast.FunctionDef) and not s.decorator_list
+             and s.name in once}
+    factories: dict[str, str] = {}
+    for s in tree.body:
+        if isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name) \
+                and s.targets[0].id in once and isinstance(s.value, ast.Call) \
+                and isinstance(s.value.func, ast.Name) and s.value.func.id in funcs:
+            try:
+                for a in [*s.value.args, *(k.value for k in s.value.keywords)]:
+                    ast.literal_eval(a)
+            except ValueError:
+                continue
+            if all(k.arg for k in s.value.keywords) and not any(isinstance(a, ast.Starred) for a in s.value.args):
+                factories[s.targets[0].id] = s.value.func.id
+    pure = set(funcs) | set(factories)
+    while True:
+        base = _Scope(None, set(), {}, static_globals, module_names,  # type: ignore[arg-type]
+                      frozenset(pure | imported), frozenset(modules))
+        bad = {n for n in pure & set(funcs) if not _pure(funcs[n], base)}
+        bad |= {t for t, f in factories.items() if t in pure and f not in pure}
+        if not bad:
+            return frozenset(pure | imported), frozenset(modules)
+        pure -= bad
 
 
 # ---------------------------------------------------------------- decisions
@@ -526,13 +651,14 @@ def cover_prune(code: str, cov: Coverage, drop_entries: list[tuple[str, Any]] = 
     head = "".join(text)
     tree = ast.parse(head)
     module_names, static_globals = _static_globals(tree)
+    pure, pure_modules = _pure_functions(tree, static_globals, module_names)
     if DYNAMIC_NAMES & _names([tree]):
         return CoverPruned(code)
     edits: list[_Edit] = []
     for cls, fn in _functions(tree):
         if not _entered(fn.body, cov.built) or _entered(fn.body, cov.forward | cov.imported):
             continue  # not a constructor-time function
-        scope = _Scope(fn, _params(fn), _assignments(fn), static_globals, module_names)
+        scope = _Scope(fn, _params(fn), _assignments(fn), static_globals, module_names, pure, pure_modules)
         edits += _branch_edits(fn, scope, cov, text)
     replaced = {(e.first, e.last) for e in edits}
 
