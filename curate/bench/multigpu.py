@@ -209,29 +209,25 @@ def phase_kill(rows, device, slots, trials, warmup, timeout_s, kill_after: int,
     finished = [0]
     killed: list[dict[str, Any]] = []
 
-    def killer() -> None:
-        deadline = time.monotonic() + 3 * timeout_s
-        while time.monotonic() < deadline and not killed:
-            if finished[0] >= kill_after:
-                for g, (i, pid) in sorted(pool.running().items()):
-                    time.sleep(0.01)  # inside the row (rows on a CPU may last only a few ms)
-                    if pool.running().get(g) == (i, pid):
-                        os.kill(pid, signal.SIGKILL)
-                        killed.append({"worker": g, "row": i, "pid": pid})
-                        break
-            time.sleep(0.05)
+    def kill_one() -> None:
+        # from the loop that takes the results: once kill_after rows are in, the other
+        # workers are mid-row (a thread polling for that missed every row under load)
+        for g, (i, pid) in sorted(pool.running().items()):
+            os.kill(pid, signal.SIGKILL)
+            killed.append({"worker": g, "row": i, "pid": pid})
+            return
 
-    th = threading.Thread(target=killer, daemon=True)
     t0 = time.monotonic()
     got: list[tuple[int, dict]] = []
     try:
         _start_all(pool)
-        th.start()
         for i, res in pool.map(tasks):
             got.append((i, res))
             journal.add(f"row{i}", {"reason": res.get("reason"), "worker": res.get("worker"),
                                     "died_on": res.get("died_on")})
             finished[0] += 1
+            if not killed and finished[0] >= kill_after:
+                kill_one()
     finally:
         pool.close()
     wall = time.monotonic() - t0
