@@ -49,7 +49,7 @@ MAX_HEADER_DOC = 500
 DYNAMIC_NAMES = frozenset({"globals", "vars", "locals", "eval", "exec", "__import__", "importlib"})
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: Bump when the pass changes: cached checks of an older pass are redone.
-PRUNE_VERSION = 5
+PRUNE_VERSION = 6
 
 
 @dataclass
