@@ -12,6 +12,12 @@ a line tracer (:func:`trace`) and edits it (:func:`cover_prune`):
   and what is computed from them, pure functions of the program included (:func:`arg_only`,
   :func:`_pure_functions`), so that it is decided by ``get_init_inputs()``, not by tensor
   shapes, the device, the environment or a global flag;
+- in ``Model``'s forward, when the harness's ``model(*get_inputs())`` is its one caller in
+  every run, a branch no run entered whose condition reads only parameters no run passed
+  (those after the last input, keyword-only ones: they hold their defaults) and literals or
+  pure functions, never ``self`` or the inputs, is replaced the same way (timm's
+  ``AttentionRope``: ``if rope is not None``); a submodule's forward is not judged, its
+  caller may pass anything;
 - a method of a class of the program that never ran, whose name nothing left in the program
   mentions (attribute, name or string), which is not a dunder and does not override a
   method of a class outside the program (``nn.Module``'s ``_apply``, ``train``,
