@@ -198,3 +198,83 @@ def test_a_branch_a_variant_takes_through_a_pure_function_is_kept():
     assert result["same"], result
     assert "pad = (k[0] // 2, k[1] // 2)" in result["pruned"]
     assert "padding=k[0] // 2" in result["pruned"]
+
+
+@pytest.fixture(scope="module")
+def attention_subset(tmp_path_factory) -> Path:
+    """timm's attention.py as the default manifest mines it (AttentionRope's forward takes
+    ``rope``, ``attn_mask`` and ``is_causal`` after the input, all defaulted)."""
+    from curate.mine import run
+
+    out = tmp_path_factory.mktemp("attention-subset")
+    manifest = out / "manifest.yaml"
+    manifest.write_text(
+        "sources:\n"
+        "  - kind: pypi\n"
+        "    name: timm\n"
+        '    version: "1.0.31"\n'
+        "    include: [timm/layers/attention.py]\n")
+    run(manifest=manifest, out=out, workers=1, timeout_s=30)
+    return out
+
+
+def _rope_code(subset: Path) -> str:
+    mined = read_problems(subset / "mine")
+    rows = mined.filter(pl.col("code").str.contains("class Model(AttentionRope)", literal=True))
+    assert rows.height, mined["name"].to_list()
+    code = rows.row(0, named=True)["code"]
+    assert "if rope is not None:" in code and "def apply_rot_embed_cat" in code
+    return code
+
+
+@pytest.mark.slow
+def test_forward_branch_on_a_never_passed_parameter_is_pruned(attention_subset: Path):
+    code = _rope_code(attention_subset)
+    result = prune_task(code, [], seed=0)
+    assert result["same"] and result["cover"].get("branches"), result
+    pruned = result["pruned"]
+    # the harness passes x alone: rope stays None, its branch and the rotary helpers go
+    lines = pruned.splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.strip() == "if rope is not None:")
+    assert lines[at + 1].strip() == RAISE
+    assert "def apply_rot_embed_cat" not in pruned and "def rope_rotate_half" not in pruned
+    # conditions on self or on the input are not decided by the defaults: kept
+    assert "if self.fused_attn:" in pruned and "if gate is not None:" in pruned
+    assert check_task(code, pruned)["same"]
+
+
+@pytest.mark.slow
+def test_forward_branch_on_a_passed_parameter_is_kept(attention_subset: Path):
+    code = _rope_code(attention_subset)
+    # get_inputs passes rope (as None): the branch is not entered, but not decided either
+    x_line = "        torch.randn((8, 128, 64)),\n"
+    assert x_line in code
+    passed = code.replace(x_line, x_line + "        None,\n")
+    cov = trace(passed, [])
+    assert not cov.failed and cov.entries and all(n == 2 for _, _, n in cov.entries)
+    edited = cover_prune(passed, cov)
+    assert "def apply_rot_embed_cat" in edited.code
+    lines = edited.code.splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.strip() == "if rope is not None:")
+    assert lines[at + 1].strip() != RAISE
+
+
+@pytest.mark.slow
+def test_forward_of_a_submodule_is_not_judged_by_its_defaults(attention_subset: Path):
+    code = _rope_code(attention_subset)
+    head, marker, tail = code.partition("class Model(AttentionRope):")
+    # Model wraps the layer: AttentionRope.forward is called by Model.forward, not the harness
+    wrapped = head + ("class Model(nn.Module):\n"
+                      "    def __init__(self, dim, attn_head_dim):\n"
+                      "        super().__init__()\n"
+                      "        self.attn = AttentionRope(dim=dim, attn_head_dim=attn_head_dim)\n\n"
+                      "    def forward(self, x):\n"
+                      "        return self.attn(x)\n\n\n")
+    wrapped += "# ---- curate" + tail.split("# ---- curate", 1)[1]
+    cov = trace(wrapped, [])
+    assert not cov.failed, cov.failed
+    edited = cover_prune(wrapped, cov)
+    assert "def apply_rot_embed_cat" in edited.code
+    lines = edited.code.splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.strip() == "if rope is not None:")
+    assert lines[at + 1].strip() != RAISE

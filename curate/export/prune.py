@@ -14,7 +14,9 @@ tokens (the policy reads the reference) and teach nothing. :func:`prune_source` 
   licence line written by mining) when it is short;
 - with ``drop_entries``, entries of lookup tables that a run never used (see
   :func:`table_entries` and :mod:`curate.export.prune_usage`), then what only they reached;
-- comments, except the inputs marker line (:data:`curate.problem.INPUTS_MARKER`).
+- comments, except the inputs marker line (:data:`curate.problem.INPUTS_MARKER`);
+- functions' parameter and return annotations where they are never evaluated
+  (:mod:`curate.export.prune_annotations`), then what only they named (``Optional``, ``Tensor``).
 
 It is conservative where names cannot be followed: code that calls ``globals()``,
 ``vars()``, ``locals()``, ``eval``, ``exec`` or ``__import__``, or reads ``sys.modules``,
@@ -39,6 +41,7 @@ import tokenize
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
+from curate.export.prune_annotations import strip_annotations
 from curate.problem import INPUTS_MARKER
 
 #: Roots of reachability besides the names the inputs block uses.
@@ -49,7 +52,7 @@ MAX_HEADER_DOC = 500
 DYNAMIC_NAMES = frozenset({"globals", "vars", "locals", "eval", "exec", "__import__", "importlib"})
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: Bump when the pass changes: cached checks of an older pass are redone.
-PRUNE_VERSION = 5
+PRUNE_VERSION = 7
 
 
 @dataclass
@@ -63,6 +66,8 @@ class Pruned:
         dynamic: the code looks names up dynamically, so no definition was removed.
         docstrings: docstrings and bare strings removed.
         comments: comments removed.
+        annotations: function parameter and return annotations removed
+            (:func:`curate.export.prune_annotations.strip_annotations`).
     """
 
     code: str
@@ -70,10 +75,11 @@ class Pruned:
     dynamic: bool = False
     docstrings: int = 0
     comments: int = 0
+    annotations: int = 0
 
     @property
     def changed(self) -> bool:
-        return bool(self.removed or self.docstrings or self.comments)
+        return bool(self.removed or self.docstrings or self.comments or self.annotations)
 
 
 # ---------------------------------------------------------------- name analysis
@@ -480,6 +486,7 @@ def prune_source(code: str, drop_entries: Iterable[tuple[str, Any]] = ()) -> Pru
             head, dropped = _drop_entries(head, drop)
         except SyntaxError:
             return Pruned(code)
+    head, n_annotations = strip_annotations(head)
     try:
         tree = ast.parse(head)
         tail_names = set()
@@ -542,7 +549,7 @@ def prune_source(code: str, drop_entries: Iterable[tuple[str, Any]] = ()) -> Pru
     if not any(isinstance(s, ast.ClassDef) and s.name == "Model" for s in new_tree.body) and \
             any(isinstance(s, ast.ClassDef) and s.name == "Model" for s in tree.body):
         return Pruned(code)
-    return Pruned(new, dropped + removed, dynamic, n_doc, n_comments)
+    return Pruned(new, dropped + removed, dynamic, n_doc, n_comments, n_annotations)
 
 
 # ---------------------------------------------------------------- runtime check

@@ -12,6 +12,12 @@ a line tracer (:func:`trace`) and edits it (:func:`cover_prune`):
   and what is computed from them, pure functions of the program included (:func:`arg_only`,
   :func:`_pure_functions`), so that it is decided by ``get_init_inputs()``, not by tensor
   shapes, the device, the environment or a global flag;
+- in ``Model``'s forward, when the harness's ``model(*get_inputs())`` is its one caller in
+  every run, a branch no run entered whose condition reads only parameters no run passed
+  (those after the last input, keyword-only ones: they hold their defaults) and literals or
+  pure functions, never ``self`` or the inputs, is replaced the same way (timm's
+  ``AttentionRope``: ``if rope is not None``); a submodule's forward is not judged, its
+  caller may pass anything;
 - a method of a class of the program that never ran, whose name nothing left in the program
   mentions (attribute, name or string), which is not a dunder and does not override a
   method of a class outside the program (``nn.Module``'s ``_apply``, ``train``,
@@ -74,6 +80,11 @@ class Coverage:
             not pruned, since a forward that went further on a real device might call one.
             Assertions and the program's own raises fail alike on every device and are
             not listed.
+        entries: per run, ``(first line of Model.forward, calls of it, inputs passed)``:
+            the line is None when ``Model.forward`` is not the program's own function,
+            calls counts every execution of its code in the run (module, constructor and
+            forward; 1 when only the harness's ``model(*get_inputs())`` ran it), inputs is
+            ``len(get_inputs())`` (None when it has no length).
     """
 
     imported: set[int] = field(default_factory=set)
@@ -82,6 +93,7 @@ class Coverage:
     overrides: set[tuple[str, str]] = field(default_factory=set)
     failed: str = ""
     partial: list[str] = field(default_factory=list)
+    entries: list[tuple[int | None, int, int | None]] = field(default_factory=list)
 
     @property
     def any(self) -> set[int]:
@@ -95,6 +107,7 @@ def _run_traced(code: str, name: str, meta: bool, cov: Coverage) -> None:
 
     prefix = f"<{name} "
     phase = [cov.imported]
+    entry: list = [None, 0]  # Model.forward's code object, how many times it was called
 
     def local(frame, event, arg):
         if event == "line":
@@ -103,6 +116,8 @@ def _run_traced(code: str, name: str, meta: bool, cov: Coverage) -> None:
 
     def trace(frame, event, arg):
         if frame.f_code.co_filename.startswith(prefix):
+            if frame.f_code is entry[0]:
+                entry[1] += 1
             phase[0].add(frame.f_lineno)
             return local
         return None  # torch's own frames run untraced
@@ -113,6 +128,10 @@ def _run_traced(code: str, name: str, meta: bool, cov: Coverage) -> None:
     try:
         with ctx:
             ns = exec_source(code, name)
+            fwd = getattr(ns.get("Model"), "forward", None)
+            code_obj = getattr(fwd, "__code__", None)
+            if code_obj is not None and code_obj.co_filename.startswith(prefix):
+                entry[0] = code_obj
             init = ns["get_init_inputs"]()
             phase[0] = cov.built
             model = ns["Model"](*init)
@@ -131,6 +150,11 @@ def _run_traced(code: str, name: str, meta: bool, cov: Coverage) -> None:
                     cov.partial.append(f"{type(exc).__name__}: {exc}"[:200])
     finally:
         sys.settrace(None)
+    try:
+        n_inputs = len(inputs)
+    except TypeError:
+        n_inputs = None
+    cov.entries.append((entry[0].co_firstlineno if entry[0] is not None else None, entry[1], n_inputs))
     for v in list(ns.values()):
         if isinstance(v, type) and v.__module__ == name:
             outside = [c for c in v.__mro__[1:] if c.__module__ != name]
@@ -558,6 +582,34 @@ def _functions(tree: ast.Module):
                     yield s, m
 
 
+def _entry_defaults(tree: ast.Module, cov: Coverage
+                    ) -> tuple[ast.FunctionDef | None, set[str]]:
+    """``Model``'s forward as the harness calls it, and its parameters no run passed.
+
+    The harness calls ``model(*get_inputs())``: positional inputs only, so a parameter
+    after the last input (and every keyword-only one) keeps its default in every run of
+    this problem. That holds only where the harness is the forward's one caller: each run
+    executed its code exactly once, and it is an undecorated ``forward`` method of a
+    top-level class of the program (``Model``'s own or inherited from a program class).
+    ``(None, set())`` otherwise (a run without a record, a submodule sharing the class, a
+    wrapper, inputs without a length)."""
+    if not cov.entries or any(line is None or calls != 1 or n is None for line, calls, n in cov.entries):
+        return None, set()
+    if len({line for line, _, _ in cov.entries}) != 1:
+        return None, set()
+    line = cov.entries[0][0]
+    for cls, fn in _functions(tree):
+        if cls is None or fn.name != "forward" or fn.lineno != line or fn.decorator_list \
+                or not isinstance(fn, ast.FunctionDef):
+            continue
+        a = fn.args
+        positional = [x.arg for x in a.posonlyargs + a.args]
+        passed = 1 + max(n for _, _, n in cov.entries)  # self, then the inputs
+        defaulted = set(positional[passed:]) | {x.arg for x in a.kwonlyargs}
+        return fn, defaulted
+    return None, set()
+
+
 def _names(nodes: list[ast.AST]) -> set[str]:
     from curate.export.prune import _IDENT
 
@@ -660,6 +712,15 @@ def cover_prune(code: str, cov: Coverage, drop_entries: list[tuple[str, Any]] = 
             continue  # not a constructor-time function
         scope = _Scope(fn, _params(fn), _assignments(fn), static_globals, module_names, pure, pure_modules)
         edits += _branch_edits(fn, scope, cov, text)
+    # the forward the harness calls: a condition on parameters it never passes (and on
+    # literals and pure functions, never on ``self`` or the inputs) is decided too; a
+    # parameter the body rebinds is judged by what it is rebound to
+    entry, defaulted = _entry_defaults(tree, cov)
+    if entry is not None and defaulted:
+        assigned = _assignments(entry)
+        scope = _Scope(entry, defaulted - set(assigned), assigned, static_globals, module_names,
+                       pure, pure_modules)
+        edits += _branch_edits(entry, scope, cov, text)
     replaced = {(e.first, e.last) for e in edits}
 
     # methods: never run, not dunders, not outside overrides, named nowhere that stays
