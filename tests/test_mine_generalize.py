@@ -295,3 +295,14 @@ def test_one_layer_guessed_where_a_list_of_layers_is_extended_becomes_a_list():
     got = mine(_manifest_resolver("torch-audiomentations"), "torch_audiomentations.core.composition", "OneOf")
     assert re.search(r"transforms=\[torch\.nn\.\w+\(.*\), torch\.nn\.\w+\(", got["code"])
     run_alone(got["code"])
+
+
+def test_inputs_used_as_sizes_or_compared_become_numbers():
+    """local-attention's ``DynamicPositionBias.forward(i, j)`` asserts ``j >= i`` (a tensor's
+    truth value is ambiguous) and calls ``arange(j - i, j)``; audiolm-pytorch's
+    ``RelativePositionBias`` does the same. Both took tensors, now ints."""
+    for name, module, cls in (("local-attention", "local_attention.transformer", "DynamicPositionBias"),
+                              ("audiolm-pytorch", "audiolm_pytorch.audiolm_pytorch", "RelativePositionBias")):
+        got = mine(_manifest_resolver(name), module, cls)
+        assert re.search(r"def get_inputs\(\):\s*return \[\s*128,\s*128,\s*\]", got["code"]), got["code"][-800:]
+        run_alone(got["code"])

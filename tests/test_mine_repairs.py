@@ -90,6 +90,9 @@ CASES = [
     ("float_target", lambda: _raised(lambda: F.cross_entropy(torch.randn(8, 10), torch.randn(8, 10).int()))),
     ("batch_statistics", lambda: _raised(lambda: nn.BatchNorm1d(4).train()(torch.randn(1, 4)))),
     ("element_count", lambda: _raised(lambda: torch.randn(8, 128, 64).view(8, 11, 11, 64))),
+    ("numbers_not_tensors", lambda: _raised(lambda: torch.arange(torch.randn(8, 64) - torch.randn(8, 64),
+                                                                 torch.randn(8, 64)))),
+    ("numbers_compared", lambda: _raised(lambda: bool(torch.randn(8, 64) >= torch.randn(8, 64)))),
 ]
 
 GUESSES = {
@@ -117,6 +120,9 @@ GUESSES = {
                      [T(8, 10), T(8, 10)]),
     "batch_statistics": ([T(1, 4)], [T(8, 4, 4, 4)]),
     "element_count": ([T(8, 128, 64)], [T(8, 121, 64)]),
+    "numbers_not_tensors": ([T(8, 64), T(8, 64)], [{"kind": "value", "value": 128}, {"kind": "value", "value": 128}]),
+    "numbers_compared": ([T(8, 64), T(8, 64, arg="j")],
+                         [{"kind": "value", "value": 128}, {"kind": "value", "value": 128, "arg": "j"}]),
 }
 
 

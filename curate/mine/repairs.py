@@ -17,7 +17,7 @@ from typing import Callable
 from torch import nn
 
 from curate.mine.forward_analysis import _einops_rank, _rank_shape, _spec_rank_ch
-from curate.mine.guess import MAX_INPUT_BYTES, B, is_int
+from curate.mine.guess import MAX_INPUT_BYTES, SEQ, B, is_int
 
 Specs = list[dict]
 Repair = Callable[[Specs, re.Match, nn.Module], list[Specs]]
@@ -261,6 +261,24 @@ def _batch_statistics(specs: Specs, m: re.Match, module: nn.Module) -> list[Spec
              if s["kind"] == "tensor" else s for s in specs]]
 
 
+def _numbers(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+    """A factory op (``arange``, ``zeros``) given tensors where it takes numbers: the forward's
+    inputs are sizes or positions (x-transformers' ``RelativePositionBias.forward(i, j)``
+    calls ``arange(j - i, j)``), or compared in a condition (``assert j >= i``: a tensor's
+    truth value is ambiguous). Every tensor input becomes the int ``SEQ`` (equal sizes keep
+    ``j - i`` valid), then only the first one, for a forward that takes a tensor beside a size."""
+    tensors = _tensors(specs)
+    if not tensors:
+        return []
+    keep = ("arg",)
+
+    def number(s: dict) -> dict:
+        return {"kind": "value", "value": SEQ, **{k: s[k] for k in keep if k in s}}
+    every = [number(s) if i in tensors else s for i, s in enumerate(specs)]
+    first = [number(s) if i == tensors[0] else s for i, s in enumerate(specs)]
+    return [every] + ([first] if first != every else [])
+
+
 def _element_count(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
     return _element_count_repairs(specs, [int(d) for d in m.group(1).split(",")], int(m.group(2)))
 
@@ -314,6 +332,9 @@ RULES: tuple[Rule, ...] = (
     Rule("batch_statistics", re.compile("Expected more than 1 value per channel"), _batch_statistics),
     # last: the rank and width repairs above explain most such errors
     Rule("element_count", re.compile(r"shape '\[([-\d, ]+)\]' is invalid for input of size (\d+)"), _element_count),
+    Rule("numbers_not_tensors", re.compile(r"\(\) received an invalid combination of arguments - got \(Tensor[^)]*\), "
+                                           r"but expected one of:\s*\* \((?:Number|int|SymInt)"), _numbers),
+    Rule("numbers_compared", re.compile("Boolean value of Tensor with more than one value is ambiguous"), _numbers),
 )
 
 
