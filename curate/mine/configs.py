@@ -28,6 +28,7 @@ import re
 import symtable
 from typing import Any
 
+from curate.dedup.ops import dotted
 from curate.mine.guess import _BOOL_RE, _FLOAT_HINTS, _INT_HINTS, C
 
 #: Global names taken for a configuration object when code reads attributes of them.
@@ -58,17 +59,6 @@ def free_globals(source: str) -> set[str]:
 
     walk(top)
     return {n for n in reads - bound if n not in _BUILTINS and not n.startswith("__")}
-
-
-def _chain(node: ast.Attribute) -> list[str] | None:
-    """``["cfg", "MODEL", "DIM"]`` for ``cfg.MODEL.DIM``; None when the chain starts elsewhere."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if not isinstance(node, ast.Name):
-        return None
-    return [node.id] + parts[::-1]
 
 
 def _use(node: ast.AST, parent: ast.AST | None) -> tuple[str, Any]:
@@ -150,7 +140,8 @@ def global_configs(source: str) -> dict[str, Tree]:
         if not isinstance(node, ast.Attribute) or isinstance(parents.get(node), ast.Attribute) \
                 and parents[node].value is node:
             continue  # only the longest chain of each read
-        chain = _chain(node)
+        path = dotted(node)
+        chain = path.split(".") if path else None
         if chain is None or chain[0] not in names:
             continue
         use, text = _use(node, parents.get(node))
