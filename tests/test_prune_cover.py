@@ -100,25 +100,30 @@ def test_unused_methods_of_real_torch_classes_go_overrides_stay():
     assert len(result["pruned"]) < len(prune_source(code).code)
 
 
-@pytest.fixture(scope="module")
-def cbam_subset(tmp_path_factory) -> Path:
-    """timm's cbam.py as the default manifest mines it (its layers build their convolution
-    through create_conv2d and their anti-aliasing through create_aa)."""
+def _mine_timm_file(tmp_path_factory, path: str, workers: int) -> Path:
+    """A run folder whose mine stage holds what the default manifest mines from ``path`` of
+    the timm 1.0.31 wheel."""
     from curate.mine import run
 
-    out = tmp_path_factory.mktemp("cbam-subset")
+    out = tmp_path_factory.mktemp(Path(path).stem + "-subset")
     manifest = out / "manifest.yaml"
     manifest.write_text(
         "sources:\n"
         "  - kind: pypi\n"
         "    name: timm\n"
         '    version: "1.0.31"\n'
-        "    include: [timm/layers/cbam.py]\n")
-    run(manifest=manifest, out=out, workers=2, timeout_s=30)
+        f"    include: [{path}]\n")
+    run(manifest=manifest, out=out, workers=workers, timeout_s=30)
     return out
 
 
-@pytest.mark.slow
+@pytest.fixture(scope="module")
+def cbam_subset(tmp_path_factory) -> Path:
+    """timm's cbam.py as the default manifest mines it (its layers build their convolution
+    through create_conv2d and their anti-aliasing through create_aa)."""
+    return _mine_timm_file(tmp_path_factory, "timm/layers/cbam.py", workers=2)
+
+
 def test_timm_create_conv2d_path_is_pruned_with_identical_outputs(cbam_subset: Path):
     mined = read_problems(cbam_subset / "mine")
     rows = mined.filter(pl.col("code").str.contains("class Model(SpatialAttn)", literal=True))
@@ -204,18 +209,7 @@ def test_a_branch_a_variant_takes_through_a_pure_function_is_kept():
 def attention_subset(tmp_path_factory) -> Path:
     """timm's attention.py as the default manifest mines it (AttentionRope's forward takes
     ``rope``, ``attn_mask`` and ``is_causal`` after the input, all defaulted)."""
-    from curate.mine import run
-
-    out = tmp_path_factory.mktemp("attention-subset")
-    manifest = out / "manifest.yaml"
-    manifest.write_text(
-        "sources:\n"
-        "  - kind: pypi\n"
-        "    name: timm\n"
-        '    version: "1.0.31"\n'
-        "    include: [timm/layers/attention.py]\n")
-    run(manifest=manifest, out=out, workers=1, timeout_s=30)
-    return out
+    return _mine_timm_file(tmp_path_factory, "timm/layers/attention.py", workers=1)
 
 
 def _rope_code(subset: Path) -> str:
