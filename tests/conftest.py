@@ -14,6 +14,17 @@ REPO = Path(__file__).resolve().parents[1]
 KERNELBENCH_JSONL = Path(os.environ.get("CURATE_KERNELBENCH") or KERNELBENCH_PROBLEMS)
 
 
+def tensor_spec(*shape) -> dict:
+    """An fp32 tensor entry of an input spec."""
+    return {"kind": "tensor", "shape": list(shape), "dtype": "float32"}
+
+
+def forward_problem(body: str, head: str = "") -> str:
+    """A module whose ``Model.forward(self, x)`` runs ``body`` (``head``: code above the class)."""
+    return (f"import torch\nfrom torch import nn\n{head}\n\nclass Model(nn.Module):\n"
+            f"    def forward(self, x):\n        {body}\n")
+
+
 @pytest.fixture(scope="session")
 def mined_run(tmp_path_factory) -> Path:
     """A run folder whose ``mine`` stage holds problems mined from torch's installed source

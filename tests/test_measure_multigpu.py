@@ -22,14 +22,7 @@ from curate.measure.worker import WorkerPool, gpu_slots
 from curate.problem import assemble
 from curate.table import read_problems, read_rejected, source_struct, write_stage
 
-
-def _t(*shape):
-    return {"kind": "tensor", "shape": list(shape), "dtype": "float32"}
-
-
-def _forward(body: str, head: str = "") -> str:
-    return (f"import torch\nfrom torch import nn\n{head}\n\nclass Model(nn.Module):\n"
-            f"    def forward(self, x):\n        {body}\n")
+from conftest import forward_problem as _forward, tensor_spec as _t
 
 
 GOOD = {
