@@ -221,6 +221,17 @@ def _static_globals(tree: ast.Module) -> tuple[set[str], set[str]]:
     return set(bound), {k for k, v in bound.items() if all(v)}
 
 
+def _child_blocks(s: ast.stmt):
+    """The statement lists nested directly in ``s`` (bodies, ``else``/``finally`` blocks and
+    ``except`` handlers' bodies)."""
+    for attr in ("body", "orelse", "finalbody"):
+        inner = getattr(s, attr, None)
+        if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
+            yield inner
+    for h in getattr(s, "handlers", []):
+        yield h.body
+
+
 def _module_bindings(tree: ast.Module) -> Counter:
     """How many times each name is bound at module level (inside ``if``/``try`` blocks too)."""
     counts: Counter = Counter()
@@ -236,12 +247,8 @@ def _module_bindings(tree: ast.Module) -> Counter:
             for n in ast.walk(s):
                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
                     counts[n.id] += 1
-            for attr in ("body", "orelse", "finalbody"):
-                inner = getattr(s, attr, None)
-                if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
-                    visit(inner)
-            for h in getattr(s, "handlers", []):
-                visit(h.body)
+            for inner in _child_blocks(s):
+                visit(inner)
 
     visit(tree.body)
     return counts
@@ -385,12 +392,8 @@ def _branch_edits(fn: ast.FunctionDef | ast.AsyncFunctionDef, scope: _Scope, cov
                     edits.append(_Edit(a, b, [raise_at(rest[0].col_offset)]))
                     return
             else:
-                for attr in ("body", "orelse", "finalbody"):
-                    inner = getattr(s, attr, None)
-                    if isinstance(inner, list) and inner and isinstance(inner[0], ast.stmt):
-                        visit_block(inner)
-                for h in getattr(s, "handlers", []):
-                    visit_block(h.body)
+                for inner in _child_blocks(s):
+                    visit_block(inner)
 
     def visit_if(s: ast.If) -> None:
         if not _entered([s], lines):
