@@ -70,6 +70,14 @@ _PLAIN_TYPES = {"int", "float", "str", "bool", "NoneType", "dict", "list", "tupl
 _SET_ARG = re.compile(r"\b(?:set|pass|use)\s+`?(\w+)\s*=\s*([\w.'\"-]+)")
 
 
+#: A ``NotImplementedError`` about a value given, not a method left to subclasses (``"<class
+#: '...LayerNorm'>" is not a valid normalization option``, ``Error: RELU activation layer not
+#: implemented!``): the guess is repaired as for any other error.
+_VALUE_NOT_IMPLEMENTED = re.compile(r"<class '|<function |not (?:a )?valid|unknown|invalid|not supported|unsupported|"
+                                    r"\b\w+ (?:activation|normali[sz]ation|norm|type|mode) (?:layer )?not implemented",
+                                    re.I)
+
+
 class ConstructorSearch:
     """Successive constructor-argument guesses for ``cls`` (paritybench-style repair).
 
@@ -129,7 +137,11 @@ class ConstructorSearch:
             except SynthesisError:
                 raise
             except NotImplementedError as exc:
-                raise SynthesisError("abstract", f"NotImplementedError: {exc}")
+                if not _VALUE_NOT_IMPLEMENTED.search(str(exc)):
+                    raise SynthesisError("abstract", f"NotImplementedError: {exc}")
+                self.last = f"{type(exc).__name__}: {exc}"  # a guessed value the class has no branch for
+                self.last_line = blame(exc)
+                self.queue[:0] = self._repairs(attempt, self.last, blame(exc))
             except (Exception, SystemExit) as exc:  # mined code may call sys.exit
                 self.last = f"{type(exc).__name__}: {exc}"
                 self.last_line = blame(exc)
@@ -165,6 +177,10 @@ class ConstructorSearch:
         ``self.attr`` the line reads; given ones first."""
         text = f"{msg}\n{line}"
         names = [n for n, _ in self.params if re.search(rf"\b{re.escape(n)}\b", text)]
+        # a layer class or function guessed, printed in the message (``"<class '...BatchNorm2d'>" is
+        # not a valid normalization option``)
+        names += [n for n, v in kwargs.items() if isinstance(v, Expr) and n not in names
+                  and re.search(rf"<(?:class|function) '[\w.]*\b{re.escape(v.code.rsplit('.', 1)[-1])}'>", msg)]
         for attr in re.findall(r"self\.(\w+)", line):
             names += [n for n in self.attr_params.get(attr, ()) if n not in names]
         return [n for n in names if n in kwargs] + [n for n in names if n not in kwargs]
@@ -370,6 +386,21 @@ class ConstructorSearch:
                     x = flat[n][0]
                     out.append({**kwargs, n: [[x // 2] * 2, [x] * 2, [2 * x] * 2, [4 * x] * 2]})
                 out.append({**kwargs, n: [[x, x] for x in flat[n]]})
+        # a name where a layer class or function was guessed (``activation = activation.lower()``:
+        # ``type object 'ReLU' has no attribute 'lower'``): the strings the file compares it with
+        m = re.search(r"(?:type object '\w+'|'(?!str')\w+' object) has no attribute '(lower|upper|casefold|startswith|"
+                      r"endswith|split|strip|replace|format)'", msg)
+        if m:
+            for n in blamed:
+                if n in params and not isinstance(kwargs.get(n), str):
+                    out += [{**kwargs, n: v} for v in _named_options(self._source(), n)[:3]]
+        # a value the file compares with strings, guessed as something else (``if norm_type ==
+        # 'batch': ... else: raise NotImplementedError``): those strings
+        if not m:
+            for n in blamed:
+                v = kwargs.get(n)
+                if n in params and v is not None and not isinstance(v, (str, bool)):
+                    out += [{**kwargs, n: s} for s in _named_options(self._source(), n, fallback=False)[:2]]
         # a key a **kwargs constructor reads (``kwargs["levels"]``, ``d.pop(key)``)
         m = re.match(r"KeyError: '(\w+)'$", msg)
         if m and self.var_kw and m.group(1) not in kwargs and m.group(1) not in params:
@@ -600,6 +631,26 @@ def _compared_strings(text: str, attr: str) -> list[str]:
     """The strings source ``text`` compares attribute ``attr`` with (``cfg.norm == "rms"``)."""
     found = re.findall(rf"\.{re.escape(attr)}\s*(?:==|!=)\s*['\"]([\w-]+)['\"]", text)
     return list(dict.fromkeys(found))
+
+
+def _named_options(text: str, name: str, fallback: bool = True) -> list[str]:
+    """Strings a parameter ``name`` is compared with anywhere in source ``text`` (``activation
+    == 'relu'``, ``norm in ('batch', 'layer')``, ``'gelu' == act``), in order; for an activation
+    or normalization named nowhere, the common names (``relu``, ``batch``)."""
+    out: list[str] = []
+    pat = rf"\b{re.escape(name)}\s*(?:==|!=|\bin\b|\bnot in\b)\s*([\[\(\{{][^\]\)\}}]*[\]\)\}}]|['\"][^'\"]*['\"])"
+    for m in re.finditer(pat, text):
+        out += [s for s in re.findall(r"['\"]([\w\-]+)['\"]", m.group(1)) if s not in out]
+    for m in re.finditer(rf"['\"]([\w\-]+)['\"]\s*(?:==|!=)\s*{re.escape(name)}\b", text):
+        if m.group(1) not in out:
+            out.append(m.group(1))
+    if out or not fallback:
+        return out
+    if re.search(r"act|nonlin", name):
+        out = ["relu", "gelu"]
+    elif re.search(r"norm", name):
+        out = ["batch", "layer", "bn"]
+    return out
 
 
 def _assert_repairs(kwargs: dict[str, Any], line: str, params: list[str]) -> list[dict[str, Any]]:

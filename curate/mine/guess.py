@@ -271,6 +271,11 @@ def annotated_layer(ann: Any) -> Expr | None:
     return None
 
 
+def _str_annotation(ann_l: str) -> bool:
+    """A lower-cased annotation that takes a string: ``str``, ``Optional[str]``, ``str | None``."""
+    return ann_l in ("str", "optional[str]", "str | none", "typing.optional[str]")
+
+
 def guess(name: str, param: inspect.Parameter, cls: type, ns: dict[str, Any]) -> list[Any]:
     """Guesses for constructor parameter ``name`` of ``cls``, best first."""
     low = name.lower()
@@ -284,7 +289,7 @@ def guess(name: str, param: inspect.Parameter, cls: type, ns: dict[str, Any]) ->
     if layer is not None:  # the layer a wrapper takes (``fp: nn.LayerNorm``, ``base: nn.Linear``)
         return [layer] + [e for e in MODULE_CHOICES if e != layer]
     ann_l = ann.lower()
-    if re.search(_ACT_RE, low) or "callable" in ann_l and re.search(r"act", low):
+    if (re.search(_ACT_RE, low) or "callable" in ann_l and re.search(r"act", low)) and not _str_annotation(ann_l):
         return ACT_CHOICES
     if re.search(_NORM_RE, low) and ("str" not in ann_l):
         return NORM_CHOICES
@@ -296,7 +301,7 @@ def guess(name: str, param: inspect.Parameter, cls: type, ns: dict[str, Any]) ->
         return MODULE_CHOICES + ACT_CHOICES[:1]
     if ann_l == "bool" or re.search(_BOOL_RE, low):
         return [False, True]
-    if ann_l in ("str", "optional[str]", "str | none") or re.search(r"(mode|type|kind|method|name|pool|"
+    if _str_annotation(ann_l) or re.search(r"(mode|type|kind|method|name|pool|"
                                                                     r"padding_mode|reduction|style)$", low):
         strings = string_choices(cls, name)
         if strings:
@@ -317,7 +322,7 @@ def guess(name: str, param: inspect.Parameter, cls: type, ns: dict[str, Any]) ->
         return [1.0, 0.5]
     if re.fullmatch(r"spatial_dims?|n_?dims?|ndims?|num_dims|dimensions|n_spatial_dims|conv_dims?|dim_spatial", low):
         return [2, 3, 1]  # a count of spatial dimensions (monai's spatial_dims): 2-D first
-    if re.search(_SHAPE_RE, low) or re.search(r"(tuple|list|sequence)\[", ann_l):
+    if re.search(_SHAPE_RE, low) or re.search(r"(tuple|list|sequence|iterable)\[", ann_l):
         if re.search(r"hidden_sizes|channels_list|widths|features_list|dims$", low):
             return [[C, C], [C, 2 * C, 4 * C, 8 * C], C]
         return [[C], (C, HW, HW), [HW, HW], C]

@@ -14,10 +14,13 @@ import math
 import re
 from typing import Callable
 
+import torch
 from torch import nn
 
 from curate.mine.forward_analysis import _einops_rank, _rank_shape, _spec_rank_ch
 from curate.mine.guess import MAX_INPUT_BYTES, SEQ, B, is_int
+from curate.mine.inputs import call
+from curate.problem import build_inputs
 
 Specs = list[dict]
 Repair = Callable[[Specs, re.Match, nn.Module], list[Specs]]
@@ -279,6 +282,55 @@ def _numbers(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
     return [every] + ([first] if first != every else [])
 
 
+_MATMUL = re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)")
+
+
+def _flattened_width(module: nn.Module, specs: Specs, i: int, side: int) -> int | None:
+    """The width the first flattened ``Linear`` got when input ``i`` has spatial size ``side``
+    (batch 2), 0 when that input runs, None when it fails otherwise."""
+    shape = specs[i]["shape"]
+    trial = [{**s, "shape": [2, shape[1]] + [side] * (len(shape) - 2)} if j == i else s
+             for j, s in enumerate(specs)]
+    try:
+        with torch.no_grad():
+            call(module, trial, build_inputs(trial, seed=0))
+        return 0
+    except Exception as exc:  # noqa: BLE001 - mined code: any error says this size is not it
+        m = _MATMUL.search(str(exc))
+        return int(m.group(2)) if m and int(m.group(1)) == 2 else None
+
+
+def _flattened_size(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+    """An image (or signal) flattened into a ``Linear`` sized for one input size (a LeNet's
+    ``Linear(16 * 5 * 5, 120)``, MTCNN's 48-pixel ``ONet``): ``mat1 and mat2 shapes cannot be
+    multiplied (8x480 and 400x120)``, the rows being the batch. The flattened width grows as
+    the spatial size to the power of the spatial rank, so two probes of the network (batch 2)
+    give the size whose width is the Linear's; sizes beside it are probed too (pooling
+    rounds). Inputs of rank 3 to 5 with equal spatial axes; at most 10 probes."""
+    rows, got, want = int(m.group(1)), int(m.group(2)), int(m.group(3))
+    tensors = _tensors(specs)
+    cand = [i for i in tensors if specs[i]["kind"] == "tensor" and 3 <= len(specs[i]["shape"]) <= 5
+            and specs[i]["shape"][0] == rows and len(set(specs[i]["shape"][2:])) == 1]
+    if got == want or not cand:
+        return []
+    i = cand[0]
+    shape = specs[i]["shape"]
+    p, s0 = len(shape) - 2, shape[2]
+    s1 = s0 * 2 if s0 < 128 else s0 // 2
+    w1 = _flattened_width(module, specs, i, s1)
+    if not w1 or w1 == got:
+        return [] if w1 != 0 else [[{**s, "shape": shape[:2] + [s1] * p} if j == i else s
+                                    for j, s in enumerate(specs)]]
+    r0, r1, rw = got ** (1 / p), w1 ** (1 / p), want ** (1 / p)
+    est = round(s0 + (rw - r0) * (s1 - s0) / (r1 - r0))
+    for side in sorted(range(est - 4, est + 5), key=lambda v: abs(v - est))[:8]:
+        if not 4 <= side <= 512 or math.prod(shape[:2]) * side ** p * 4 > MAX_INPUT_BYTES:
+            continue
+        if _flattened_width(module, specs, i, side) == 0:
+            return [[{**s, "shape": shape[:2] + [side] * p} if j == i else s for j, s in enumerate(specs)]]
+    return []
+
+
 def _element_count(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
     return _element_count_repairs(specs, [int(d) for d in m.group(1).split(",")], int(m.group(2)))
 
@@ -289,8 +341,8 @@ _BROADCAST = r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+
 RULES: tuple[Rule, ...] = (
     Rule("complex_input", _COMPLEX, _complex),
     Rule("channels", re.compile(r"to have (\d+) channels, but got (\d+) channels"), _dim_of_all(1, 1)),
-    Rule("matmul_width", re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)"),
-         _dim_of_all(-1, 3)),
+    Rule("flattened_size", _MATMUL, _flattened_size),
+    Rule("matmul_width", _MATMUL, _dim_of_all(-1, 3)),
     Rule("norm_channels", re.compile(r"running_mean should contain (\d+) elements"), _dim_of_all(1, 1)),
     Rule("norm_weight_channels", re.compile(r"Expected weight to be a vector of size equal to the number of channels "
                                              r"in input, but got weight of shape \[(\d+)\]"), _dim_of_all(1, 1)),

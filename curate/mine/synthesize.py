@@ -52,7 +52,7 @@ from curate.mine.codegen import (
 )
 from curate.mine.configs import global_configs, with_configs
 from curate.mine.configs import repair as repair_configs
-from curate.mine.construct import ConstructorSearch
+from curate.mine.construct import _VALUE_NOT_IMPLEMENTED, ConstructorSearch
 from curate.mine.errors import SynthesisError, _classify, blame
 from curate.mine.forward_analysis import (
     _fit_ranks,
@@ -170,7 +170,7 @@ def find_inputs(module: nn.Module, kwargs: dict[str, Any], budget_s: float,
                 continue
             return specs, out
         except NotImplementedError as exc:
-            if not _INPUT_NOT_IMPLEMENTED.search(str(exc)):
+            if not _INPUT_NOT_IMPLEMENTED.search(str(exc)) and not _VALUE_NOT_IMPLEMENTED.search(str(exc)):
                 raise SynthesisError("abstract", f"forward raises NotImplementedError: {exc}")
             last = f"{type(exc).__name__}: {exc}"  # an input torch's op does not take: repaired below
             last_line = blame(exc)
