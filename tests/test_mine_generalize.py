@@ -306,3 +306,75 @@ def test_inputs_used_as_sizes_or_compared_become_numbers():
         got = mine(_manifest_resolver(name), module, cls)
         assert re.search(r"def get_inputs\(\):\s*return \[\s*128,\s*128,\s*\]", got["code"]), got["code"][-800:]
         run_alone(got["code"])
+
+
+# --------------------------------------------------------------------------- issue 23, third step
+def test_a_flattened_image_gets_the_size_its_linear_takes():
+    """pfrl's ``LargeAtariCNN`` flattens its last convolution into ``Linear(3136, 512)``:
+    64 channels of 7 x 7, an 84 x 84 Atari frame (any size from 84 to 91 gives 7 x 7). The 32-pixel first
+    guess fails (``mat1 and mat2 shapes cannot be multiplied (8x64 and 3136x512)``); two probes
+    of the network give the size."""
+    got = mine(_manifest_resolver("pfrl"), "pfrl.nn.atari_cnn", "LargeAtariCNN")
+    (spec,) = got["input_spec"]
+    assert spec["shape"][:2] == [8, 4] and 84 <= spec["shape"][2] == spec["shape"][3] <= 91, spec
+    run_alone(got["code"])
+
+
+def test_string_options_guessed_as_layers_become_the_strings_the_file_names():
+    """Parameters naming an activation or a normalization by a string: nemo's
+    ``HiFiGANResBlock(activation: str)`` is given one of the activation names its file
+    compares with (a layer class was guessed for ``activation`` before, whatever its
+    annotation); torch-spatiotemporal's ``Norm(norm_type, ...)`` raises ``NotImplementedError``
+    for a value it has no branch for, which is a wrong guess to repair, not an abstract class."""
+    got = mine(_manifest_resolver("nemo-toolkit"), "nemo.collections.tts.modules.audio_codec_modules",
+               "HiFiGANResBlock")
+    assert isinstance(got["init_args"][-1], str), got["init_args"]
+    run_alone(got["code"])
+    got = mine(_manifest_resolver("torch-spatiotemporal"), "tsl.nn.layers.norm.norm", "Norm")
+    assert got["init_args"][0] in ("instance", "batch", "layer", "none"), got["init_args"]
+    run_alone(got["code"])
+
+
+def test_a_layer_class_read_as_a_string_is_repaired_to_the_names_compared():
+    """facexlib's ``ReluLayer`` lower-cases ``relu_type`` and compares it with ``'relu'``,
+    ``'leakyrelu'``, ...: given a layer class it fails with ``type object 'ReLU' has no
+    attribute 'lower'``, and the repair proposes the strings its file compares it with."""
+    import traceback
+
+    from curate.mine.codegen import exec_safe
+    from curate.mine.construct import ConstructorSearch
+    from curate.mine.guess import Expr
+    from curate.problem import exec_source
+
+    root = resolve({"kind": "pypi", "name": "facexlib", "version": "0.3.0"}, CACHE).root
+    text = (root / "facexlib" / "parsing" / "parsenet.py").read_text()
+    code = exec_safe(text)
+    ns = exec_source(code, "facexlib_parsenet")
+    search = ConstructorSearch(ns["ReluLayer"], ns)
+    kwargs = {"channels": 64, "relu_type": Expr("torch.nn.ReLU")}
+    try:
+        ns["ReluLayer"](channels=64, relu_type=torch.nn.ReLU)
+    except AttributeError as exc:
+        msg = f"AttributeError: {exc}"
+        line = code.splitlines()[traceback.extract_tb(exc.__traceback__)[-1].lineno - 1]
+    assert msg == "AttributeError: type object 'ReLU' has no attribute 'lower'" and ".lower()" in line
+    search._text = code  # the mined file's text, which the repair reads for the names compared
+    proposed = [k["relu_type"] for k in search._repairs(kwargs, msg, line) if isinstance(k["relu_type"], str)]
+    assert proposed[:1] == ["relu"] and set(proposed) <= {"relu", "leakyrelu", "prelu", "selu", "none"}, proposed
+    assert ns["ReluLayer"](channels=64, relu_type=proposed[0])(torch.randn(2, 64, 8, 8)).shape == (2, 64, 8, 8)
+
+
+def test_a_parameter_annotated_with_a_class_of_the_package_gets_an_instance_of_it():
+    """allennlp's ``FeedForwardEncoder(feedforward: FeedForward)`` is built with allennlp's
+    own ``FeedForward`` (its arguments found by a search of their own), not a stand-in
+    layer; ``TokenCharactersEncoder(embedding: Embedding, encoder: Seq2VecEncoder)`` takes
+    an abstract base, so the closure copies implementations of it from the base's package."""
+    resolver = _manifest_resolver("allennlp")
+    got = mine(resolver, "allennlp.modules.seq2seq_encoders.feedforward_encoder", "FeedForwardEncoder")
+    assert re.search(r"super\(\).__init__\(feedforward=FeedForward\(", got["code"]), got["code"][-600:]
+    run_alone(got["code"])
+    found = resolver._init_annotated("allennlp.modules.token_embedders.token_characters_encoder",
+                                     "TokenCharactersEncoder")
+    names = [n for _, n in found]
+    assert "Seq2VecEncoder" in names and names.index("Seq2VecEncoder") > 0, names
+    assert any(m.startswith("allennlp.modules.seq2vec_encoders.") and n != "Seq2VecEncoder" for m, n in found)

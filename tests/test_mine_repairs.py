@@ -62,6 +62,7 @@ CASES = [
     ("complex_input", lambda: _raised(lambda: torch.view_as_real(torch.randn(2, 2)))),
     ("channels", "RuntimeError: Given groups=1, weight of size [4, 64, 1, 1], expected input[8, 4, 32, 32] to "
                  "have 64 channels, but got 4 channels instead"),
+    ("flattened_size", lambda: _raised(lambda: _lenet()(torch.randn(8, 1, 28, 28)))),
     ("matmul_width", "RuntimeError: mat1 and mat2 shapes cannot be multiplied (1024x4096 and 64x64)"),
     ("norm_channels", lambda: _raised(lambda: F.batch_norm(torch.randn(8, 4, 32, 32), torch.zeros(64),
                                                            torch.ones(64)))),
@@ -98,6 +99,7 @@ CASES = [
 GUESSES = {
     "complex_input": ([T(8, 64)], [{**T(8, 64), "dtype": "complex64"}]),
     "channels": ([T(8, 4, 32, 32)], [T(8, 64, 32, 32)]),
+    "flattened_size": ([T(8, 1, 28, 28)], [T(8, 1, 32, 32)]),
     "matmul_width": ([T(8, 128, 4096)], [T(8, 128, 64)]),
     "norm_channels": ([T(8, 16, 32, 32)], [T(8, 4, 32, 32)]),
     "norm_weight_channels": ([T(8, 4, 32, 32)], [T(8, 64, 32, 32)]),
@@ -126,7 +128,17 @@ GUESSES = {
 }
 
 
+def _lenet() -> nn.Module:
+    """LeNet-5 as torch's layers build it: its first Linear takes the 16 x 5 x 5 features of a
+    32 x 32 image (28 x 28 gives 16 x 4 x 4)."""
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Conv2d(1, 6, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 16, 5), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Flatten(), nn.Linear(16 * 5 * 5, 120), nn.ReLU(), nn.Linear(120, 10))
+
+
 def _module_for(name: str) -> nn.Module:
+    if name == "flattened_size":  # the rule probes the network for the size its Linear takes
+        return _lenet()
     return nn.Embedding(10, 4) if name == "integer_indices" else nn.Identity()
 
 

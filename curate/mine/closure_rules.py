@@ -165,6 +165,64 @@ class _LibraryRules:
             out += [h for h in hits if h not in out]
         return out
 
+    def _init_annotated(self, module: str, class_name: str) -> list[tuple[str, str]]:
+        """Classes of the source that the class's required ``__init__`` parameters are annotated
+        with (``manifold: Manifold``, ``scheduler: "SchedulerSDE"``), as (module, name): the
+        objects they take, which annotations alone do not pull in. For a class whose methods
+        are left to subclasses (``raise NotImplementedError``, ``@abstractmethod``), up to two of
+        its subclasses in the source's indexed files come first (one to build). Configurations
+        are :meth:`_init_configs`'."""
+        init = self._init_def(module, class_name)
+        if init is None:
+            return []
+        a = init.args
+        required = a.args[1:len(a.args) - len(a.defaults)] + [k for k, d in zip(a.kwonlyargs, a.kw_defaults)
+                                                                if d is None]
+        out: list[tuple[str, str]] = []
+        for arg in required:
+            if arg.annotation is None:
+                continue
+            names = [n.id for n in ast.walk(arg.annotation) if isinstance(n, ast.Name)]
+            names += [w for n in ast.walk(arg.annotation) if isinstance(n, ast.Constant) and isinstance(n.value, str)
+                      for w in re.findall(r"[A-Za-z_]\w*", n.value)]
+            for name in names:
+                if not name[:1].isupper() or name == class_name or re.search(r"(Config|Args|Cfg|Params)$", name):
+                    continue
+                try:
+                    ent = self.locate(module, name)
+                except (ClosureError, RecursionError):
+                    continue
+                if ent is None or ent[0] in _IMPORTS or ent[0].startswith(_SHIM):
+                    continue
+                info = self.load(ent[0]).classes.get(ent[1])
+                if info is None:
+                    continue
+                code = self.load(ent[0]).stmts[info.stmt].code
+                if "raise NotImplementedError" in code or "abstractmethod" in code:
+                    out += [sub for sub in self._subclasses(ent[1], ent[0]) if sub not in out][:2]
+                if ent not in out:
+                    out.append(ent)
+        return out[:4]
+
+    def _subclasses(self, name: str, module: str) -> list[tuple[str, str]]:
+        """Classes with a base named ``name`` (not themselves named as bases, mixins or
+        abstract), as (module, class): in the files indexed so far and in the files of
+        ``module``'s package (where a base's implementations usually live)."""
+        path = self.module_path(module)
+        if path is not None:
+            package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+            for f in sorted(path.parent.glob("*.py"))[:50]:
+                if f.name != "__init__.py":
+                    self.load(f"{package}.{f.stem}" if package else f.stem)
+        out = []
+        for mod, fi in sorted(self.indexes.items()):
+            if fi is None:
+                continue
+            out += [(mod, c) for c, info in fi.classes.items()
+                    if any(b.rsplit(".", 1)[-1] == name for b in info.bases)
+                    and not re.search(r"Base|Abstract|Mixin|Interface", c)]
+        return out
+
     def _library_logger(self, module: str, idx: FileIndex, defining: list[int]) -> bool:
         """Whether the definition is a module logger made by the source's own logging helper
         (``logger = get_logger(__name__)``, ``get_logger(log_level=logging.WARNING)``). Such helpers set up handlers, log folders

@@ -78,6 +78,12 @@ _VALUE_NOT_IMPLEMENTED = re.compile(r"<class '|<function |not (?:a )?valid|unkno
                                     re.I)
 
 
+def _leaves_to_subclasses(cls: type) -> bool:
+    """Whether class ``cls`` is abstract or a method of its own only raises ``NotImplementedError``."""
+    return inspect.isabstract(cls) or any(
+        "NotImplementedError" in f.__code__.co_names for f in vars(cls).values() if inspect.isfunction(f))
+
+
 class ConstructorSearch:
     """Successive constructor-argument guesses for ``cls`` (paritybench-style repair).
 
@@ -86,10 +92,13 @@ class ConstructorSearch:
     (``Upsample`` needs ``scale_factor``, which has a ``None`` default).
     """
 
-    def __init__(self, cls: type, ns: dict[str, Any], max_tries: int = 40, fill_empty: bool = False):
+    any_object = False  # whether a constructed object may be other than an nn.Module (an argument's instance)
+
+    def __init__(self, cls: type, ns: dict[str, Any], max_tries: int = 40, fill_empty: bool = False, depth: int = 0):
         if inspect.isabstract(cls):
             raise SynthesisError("abstract", "abstract base class")
         self.cls = cls
+        self._depth = depth  # nesting of searches for arguments' instances (:meth:`_instance_of`)
         self.fill_empty = fill_empty
         self.ns = ns
         self.params = _init_signature(cls)
@@ -105,6 +114,13 @@ class ConstructorSearch:
                 override = optional_override(n, p)
                 if override is not inspect.Parameter.empty:
                     first[n] = override
+        for n, p in self.params:
+            if p.default is inspect.Parameter.empty and p.annotation is not inspect.Parameter.empty \
+                    and not isinstance(first[n], ConfigArg):
+                built = self._annotated_instances(p)
+                if built:  # ``manifold: Manifold``: an instance of that class of the file first
+                    self.choices[n] = built + [c for c in self.choices[n] if c not in built]
+                    first[n] = built[0]
         self.queue = [first]
         required = {n: v for n, v in first.items() if dict(self.params)[n].default is inspect.Parameter.empty}
         if required != first:
@@ -127,7 +143,7 @@ class ConstructorSearch:
                         warnings.catch_warnings(record=True) as caught:
                     warnings.simplefilter("always")
                     module = self.cls(**{k: build(v, self.ns) for k, v in attempt.items()})
-                if not isinstance(module, nn.Module):
+                if not isinstance(module, nn.Module) and not self.any_object:
                     raise SynthesisError("not_a_module", type(module).__name__)
                 fix = self._warned(attempt, caught)
                 if fix is not None:  # the warning names the argument that silences it
@@ -282,13 +298,13 @@ class ConstructorSearch:
                 out.append({**kwargs, n: alt})
         return out
 
-    def _instance_of(self, cls_name: str) -> Expr | None:
+    def _instance_of(self, cls_name: str, any_object: bool = False) -> Expr | None:
         """Source building an instance of class ``cls_name`` of the problem file, its arguments
         found by a short search of their own (a class taking another class's instance, as
         ``TransformerWrapper`` takes ``AttentionLayers``); None where none builds. Instances
         nest at most two levels."""
         target = self.ns.get(cls_name)
-        if not isinstance(target, type) or target is self.cls or getattr(self, "_depth", 0) >= 2:
+        if not isinstance(target, type) or target is self.cls or self._depth >= 2:
             return None
         try:
             torch.manual_seed(0)
@@ -296,11 +312,11 @@ class ConstructorSearch:
             return Expr(f"{cls_name}()")
         except Exception:  # noqa: BLE001 - it needs arguments: search them
             pass
-        if not issubclass(target, nn.Module):
+        if not issubclass(target, nn.Module) and not any_object:
             return None
         try:
-            inner = ConstructorSearch(target, self.ns, max_tries=12, fill_empty=self.fill_empty)
-            inner._depth = getattr(self, "_depth", 0) + 1
+            inner = ConstructorSearch(target, self.ns, max_tries=12, fill_empty=self.fill_empty, depth=self._depth + 1)
+            inner.any_object = any_object
             got = inner.next(time.monotonic() + 3.0)
         except SynthesisError:
             return None
@@ -315,6 +331,32 @@ class ConstructorSearch:
             else:
                 parts.append(f"{k}={v!r}")
         return Expr(f"{cls_name}({', '.join(parts)})")
+
+    def _annotated_instances(self, p: inspect.Parameter) -> list[Expr]:
+        """Instances of the classes of the problem file that parameter ``p`` is annotated with
+        (``manifold: Manifold``, ``scheduler: "NoiseScheduler"``), each built by a short search
+        of its own; for a class whose methods raise ``NotImplementedError`` (a base left to
+        subclasses), its subclasses in the file first. At most two."""
+        ann = p.annotation
+        words = re.findall(r"[A-Za-z_]\w*", ann) if isinstance(ann, str) else [getattr(ann, "__name__", "")]
+        out: list[Expr] = []
+        for word in words:
+            target = self.ns.get(word)
+            if not isinstance(target, type) or target.__module__.split(".")[0] in ("torch", "typing", "builtins") \
+                    or target is self.cls or word in {c.__name__ for c in config_classes(self.ns)}:
+                continue
+            # the most complete implementations first: those defining the most methods
+            subs = sorted((name for name, c in self.ns.items() if isinstance(c, type) and c is not target
+                           and issubclass(c, target) and not inspect.isabstract(c)),
+                          key=lambda name: -sum(inspect.isfunction(f) for f in vars(self.ns[name]).values()))
+            names = subs + [word] if _leaves_to_subclasses(target) else [word] + subs
+            for name in names[:3]:
+                built = self._instance_of(name, any_object=True)
+                if built is not None and built not in out:
+                    out.append(built)
+                if len(out) >= 2:
+                    return out
+        return out
 
     def _source(self) -> str:
         """The mined file's text (``exec_source`` puts it in ``linecache``), for the keys and

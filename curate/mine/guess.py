@@ -118,7 +118,7 @@ _FLOAT_HINTS = [
 _BOOL_RE = (r"^(use_|is_|has_|with_|enable|bias|inplace|affine|batch_first|zero|learn|norm_|pre_|post_|"
             r"residual|training|causal|return_|add_|apply_|do_|no_|skip|shared?_|share|flatten|"
             r"pretrained|progress|channels_last|align_corners|ceil_mode|bidirectional)")
-_ACT_RE = r"(^|_)(act|activation|nonlinearity|act_layer|act_fn|activation_fn|acti|gate_fn|act_func)$"
+_ACT_RE = r"(^|_)(act|activation|activations|nonlinearity|act_layer|act_fn|activation_fn|acti|gate_fn|act_func)$"
 _NORM_RE = r"(^|_)(norm|norm_layer|norm_fn|normalization|norm_cls|norm_type|normalize)$"
 _MODULE_RE = r"^(fn|func|function|module|net|network|layer|block|body|inner|sublayer|model|wrapped|op|mlp|attn|f)$"
 _BLOCK_RE = r"(^|_)(block|block_fn|block_type|block_cls|layer_cls|blocks|cell)$"
