@@ -378,3 +378,16 @@ def test_a_parameter_annotated_with_a_class_of_the_package_gets_an_instance_of_i
     names = [n for _, n in found]
     assert "Seq2VecEncoder" in names and names.index("Seq2VecEncoder") > 0, names
     assert any(m.startswith("allennlp.modules.seq2vec_encoders.") and n != "Seq2VecEncoder" for m, n in found)
+
+
+def test_functorch_is_part_of_torch():
+    """functorch ships in torch's wheel: dptb's ``from functorch import vmap`` is copied as an
+    import a problem may make, not replaced by a placeholder of a missing package (on main:
+    ``vmap = unavailable('functorch.vmap')``)."""
+    closure = _manifest_resolver("dptb").closure("dptb.nn.dftb2nnsk_bak", "DFTB2NNSK")
+    assert "from functorch import vmap" in closure.source
+    assert "unavailable('functorch" not in closure.source
+    ns: dict = {}
+    exec("from functorch import vmap", ns)  # what the copied import binds, here as in a problem
+    x = torch.randn(4, 3)
+    assert torch.equal(ns["vmap"](torch.sum)(x), x.sum(1))

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 #: What a problem may import: the standard library, torch (with typing_extensions, which it
 #: requires) and numpy, which every kernel-evaluation environment has (KernelBench's, and our
 #: GPU workers', which import torch, triton, numpy and the standard library alone).
-RUNTIME_MODULES = frozenset(sys.stdlib_module_names) | {"torch", "typing_extensions", "numpy"}
+#: functorch ships in torch's own wheel (``functorch.vmap`` is ``torch.vmap``)
+RUNTIME_MODULES = frozenset(sys.stdlib_module_names) | {"torch", "functorch", "typing_extensions", "numpy"}
 RESERVED = {"Model", "get_inputs", "get_init_inputs"}
 #: Characters of copied source past which a closure is rejected (`closure_too_large`): diffusers'
 #: ModelMixin subclasses pull in the whole library (25 MB), no problem a model can be given.
