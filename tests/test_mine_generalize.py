@@ -391,3 +391,18 @@ def test_functorch_is_part_of_torch():
     exec("from functorch import vmap", ns)  # what the copied import binds, here as in a problem
     x = torch.randn(4, 3)
     assert torch.equal(ns["vmap"](torch.sum)(x), x.sum(1))
+
+
+def test_a_parameter_read_for_attributes_gets_a_class_of_the_package_that_has_them():
+    """performer-pytorch's ``AutoregressiveWrapper(net)`` reads ``net.max_seq_len`` and calls
+    ``net`` on token ids: a layer was guessed (``type object 'GELU' has no attribute
+    'max_seq_len'``). The closure copies the package's classes that set ``self.max_seq_len``
+    (``PerformerLM``), and the repair builds one for ``net``."""
+    resolver = _manifest_resolver("performer-pytorch")
+    module = "performer_pytorch.autoregressive_wrapper"
+    assert ("performer_pytorch.performer_pytorch", "PerformerLM") in resolver._attribute_providers(
+        module, "AutoregressiveWrapper")
+    got = mine(resolver, module, "AutoregressiveWrapper")
+    assert re.search(r"super\(\).__init__\(net=PerformerLM\(", got["code"]), got["code"][-600:]
+    assert got["input_spec"][0]["kind"] == "index"
+    run_alone(got["code"])

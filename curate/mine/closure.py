@@ -107,7 +107,7 @@ class Resolver(_Lookup, _LibraryRules, _Emission):
             configs += [c for c in self._init_configs(module, base) if c not in configs]
         for name in configs + self._passed_classes(module, class_name):
             self._try_copy(module, name, st, class_name)  # may run without it (a config built elsewhere)
-        for where, name in self._init_annotated(module, class_name):
+        for where, name in self._init_annotated(module, class_name) + self._attribute_providers(module, class_name):
             self._try_copy(where, name, st, class_name)
         self._auto_submodels(st, class_name)
         return self._emit(st, class_name)

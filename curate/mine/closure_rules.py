@@ -16,6 +16,15 @@ from curate.mine.closure_types import ClosureError, Entity, _IMPORTS, _LOGGER_ST
 from curate.mine.index import FileIndex
 
 
+
+#: Attributes and methods every ``nn.Module`` has: read off a parameter, they say nothing of its class.
+#: (Written out: the resolver runs where torch is not imported.)
+_MODULE_ATTRS = frozenset({
+    "training", "forward", "parameters", "named_parameters", "buffers", "named_buffers", "modules", "named_modules",
+    "children", "named_children", "to", "cpu", "cuda", "half", "float", "double", "bfloat16", "type", "eval", "train",
+    "apply", "state_dict", "load_state_dict", "register_buffer", "register_parameter", "add_module", "get_submodule",
+    "zero_grad", "requires_grad_", "extra_repr", "_modules", "_parameters", "_buffers"})
+
 class _LibraryRules:
     """Library-specific rules of a :class:`curate.mine.closure.Resolver`."""
 
@@ -203,6 +212,68 @@ class _LibraryRules:
                 if ent not in out:
                     out.append(ent)
         return out[:4]
+
+    def _attribute_providers(self, module: str, class_name: str) -> list[tuple[str, str]]:
+        """Classes that define what the class reads off an unannotated required ``__init__``
+        parameter (sliced-wasserstein's ``GSWD(projector)`` calls ``self.projector.reset()``;
+        x-transformers-style ``AutoregressiveWrapper(net)`` reads ``net.max_seq_len``): classes
+        of the module and of its package's other files that define every such attribute
+        (a method, ``self.<attr> =``, a class attribute), as (module, class); at most two a
+        parameter. Attributes every ``nn.Module`` has say nothing and are left out."""
+        init = self._init_def(module, class_name)
+        idx = self.load(module)
+        if init is None or idx is None:
+            return []
+        a = init.args
+        params = {x.arg for x in a.args[1:len(a.args) - len(a.defaults)] if x.annotation is None}
+        if not params:
+            return []
+        try:
+            tree = ast.parse(textwrap.dedent(idx.stmts[idx.classes[class_name].stmt].code))
+        except (SyntaxError, KeyError, IndexError):
+            return []
+        alias = {}  # self.<attr> = <param>
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name) and node.value.id in params:
+                for t in node.targets:
+                    if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name) and t.value.id == "self":
+                        alias[t.attr] = node.value.id
+        reads: dict[str, set[str]] = {}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.Attribute) or not isinstance(node.ctx, ast.Load):
+                continue
+            v = node.value
+            owner = v.id if isinstance(v, ast.Name) and v.id in params else (
+                alias.get(v.attr) if isinstance(v, ast.Attribute) and isinstance(v.value, ast.Name)
+                and v.value.id == "self" else None)
+            if owner and node.attr not in _MODULE_ATTRS and not node.attr.startswith("__"):
+                reads.setdefault(owner, set()).add(node.attr)
+        if not reads:
+            return []
+        path = self.module_path(module)
+        mods = [module]
+        if path is not None:
+            package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+            mods += [f"{package}.{f.stem}" if package else f.stem for f in sorted(path.parent.glob("*.py"))[:50]
+                     if f.name != "__init__.py" and f.stem != module.rpartition(".")[2]]
+        out: list[tuple[str, str]] = []
+        for attrs in reads.values():
+            found = []
+            for mod in mods:
+                fi = self.load(mod)
+                if fi is None:
+                    continue
+                for c, info in fi.classes.items():
+                    if c == class_name or re.search(r"Base|Abstract|Mixin", c):
+                        continue
+                    code = fi.stmts[info.stmt].code
+                    if all(re.search(rf"def {re.escape(x)}\b|self\.{re.escape(x)}\s*[:=]|^\s+{re.escape(x)}\s*[:=]",
+                                     code, re.M) for x in attrs):
+                        found.append((mod, c))
+                if len(found) >= 2:
+                    break
+            out += [f for f in found[:2] if f not in out]
+        return out
 
     def _subclasses(self, name: str, module: str) -> list[tuple[str, str]]:
         """Classes with a base named ``name`` (not themselves named as bases, mixins or

@@ -78,6 +78,18 @@ _VALUE_NOT_IMPLEMENTED = re.compile(r"<class '|<function |not (?:a )?valid|unkno
                                     re.I)
 
 
+def _defines(cls: type, attr: str) -> bool:
+    """Whether class ``cls`` (of the problem file) has attribute ``attr``: a method or class
+    attribute, or one its ``__init__`` sets (``self.max_seq_len = max_seq_len``)."""
+    if attr in dir(cls) and attr not in dir(object):
+        return True
+    init = cls.__dict__.get("__init__")
+    try:
+        return inspect.isfunction(init) and re.search(rf"self\.{re.escape(attr)}\s*[:=]", inspect.getsource(init)) is not None
+    except (OSError, TypeError):
+        return False
+
+
 def _leaves_to_subclasses(cls: type) -> bool:
     """Whether class ``cls`` is abstract or a method of its own only raises ``NotImplementedError``."""
     return inspect.isabstract(cls) or any(
@@ -221,6 +233,7 @@ class ConstructorSearch:
         if _MEMORY.search(msg):  # other repairs keep the size that failed
             smaller = self._smaller(kwargs)
             return [smaller] if smaller else []
+        out += self._providers(kwargs, msg, line)
         m = re.search(r"'([\w.]+)' object has no attribute '(\w+)'", msg)
         if m:  # a configuration lacks an attribute the module reads: give it one
             attr = m.group(2)
@@ -331,6 +344,35 @@ class ConstructorSearch:
             else:
                 parts.append(f"{k}={v!r}")
         return Expr(f"{cls_name}({', '.join(parts)})")
+
+    def _providers(self, kwargs: dict[str, Any], msg: str, line: str) -> list[dict[str, Any]]:
+        """Guesses giving a parameter read for an attribute its guess lacks (``'int' object has
+        no attribute 'reset'`` on ``self.projector.reset()``, ``type object 'GELU' has no
+        attribute 'max_seq_len'`` on ``net.max_seq_len``) an instance of a class of the problem
+        file that defines it (a method, ``self.<attr> =`` in its ``__init__``, a class
+        attribute), built by a short search of its own; at most two classes."""
+        m = re.search(r"(?:type object '[\w.]+'|'[\w.]+' object) has no attribute '(\w+)'", msg)
+        if not m or m.group(1).startswith("__"):
+            return []
+        attr = m.group(1)
+        read = set(re.findall(rf"\b(\w+)\s*\.\s*{attr}\b", line))
+        names = [n for n in read if n in kwargs]
+        names += [n for a in read for n in self.attr_params.get(a, ()) if n in kwargs and n not in names]
+        names = [n for n in names if not isinstance(kwargs[n], ConfigArg)]
+        if not names:
+            return []
+        # implementations: not a base leaving methods (or a module's forward) to subclasses
+        classes = [name for name, c in self.ns.items() if isinstance(c, type) and c is not self.cls
+                   and not issubclass(c, BaseException) and _defines(c, attr) and not _leaves_to_subclasses(c)
+                   and not (issubclass(c, nn.Module) and c.forward is nn.Module.forward)][:2]
+        out: list[dict[str, Any]] = []
+        for name in classes:
+            built = self._instance_of(name, any_object=True)
+            if built is not None and built != kwargs[names[0]]:
+                out.append({**kwargs, names[0]: built})
+            if len(out) >= 2:
+                break
+        return out
 
     def _annotated_instances(self, p: inspect.Parameter) -> list[Expr]:
         """Instances of the classes of the problem file that parameter ``p`` is annotated with
@@ -599,6 +641,7 @@ class ConstructorSearch:
         if m and (any(isinstance(v, ConfigArg) and v.is_type(m.group(1)) for v in kwargs.values())
                   or self._config_params(kwargs, m.group(1), line)):
             new += self._repairs(kwargs, msg, line)[:4]
+        new += self._providers(kwargs, msg, line)
         stage = re.fullmatch(r"[a-z_]+?(\d)", m.group(2)) if m and m.group(1) == self.cls.__name__ else None
         if stage:  # forward reads ``self.layer4``: one entry per stage in the per-stage lists
             n = max(int(stage.group(1)), 2)
