@@ -117,20 +117,14 @@ class _LibraryRules:
             if class_name in stmt.defines or not (f"{class_name}(" in stmt.code or any(
                     f"{p}=" in stmt.code for p in params)):
                 continue
-            try:
-                tree = ast.parse(textwrap.dedent(stmt.code))
-            except SyntaxError:
-                continue
-            for node in ast.walk(tree):
-                if not isinstance(node, ast.Call):
-                    continue
-                if isinstance(node.func, ast.Name) and node.func.id == class_name:
-                    passed = node.args + [k.value for k in node.keywords]
+            for func, args, keywords in _calls(stmt.code):
+                if func == class_name:
+                    passed = list(args) + [v for _, v in keywords]
                 else:  # timm's ``model_args = dict(block=BasicBlock, layers=(2, 2, 2, 2))``
-                    passed = [k.value for k in node.keywords if k.arg in params]
+                    passed = [v for k, v in keywords if k in params]
                 for arg in passed:
-                    if isinstance(arg, ast.Name) and arg.id in idx.classes and arg.id not in out + [class_name]:
-                        out.append(arg.id)
+                    if arg and arg in idx.classes and arg not in out + [class_name]:
+                        out.append(arg)
         return out[:4]
 
     def _init_params(self, module: str, class_name: str) -> set[str]:
@@ -150,7 +144,7 @@ class _LibraryRules:
             code = idx.stmts[idx.classes[class_name].stmt].code
         except (KeyError, IndexError):
             return None
-        return _parsed_init(code)
+        return _parsed_init(code)  # cached: several rules read one class's __init__
 
     def _init_configs(self, module: str, class_name: str) -> list[str]:
         """Configuration classes the class's ``__init__`` takes, which annotations alone do not
@@ -226,11 +220,13 @@ class _LibraryRules:
             return []
         a = init.args
         params = {x.arg for x in a.args[1:len(a.args) - len(a.defaults)] if x.annotation is None}
-        if not params:
+        code = idx.stmts[idx.classes[class_name].stmt].code
+        # most classes read nothing off a parameter: a look at the text before parsing it
+        if not params or not re.search(r"\b(?:%s)\s*\.\s*[A-Za-z_]" % "|".join(map(re.escape, params)), code):
             return []
         try:
-            tree = ast.parse(textwrap.dedent(idx.stmts[idx.classes[class_name].stmt].code))
-        except (SyntaxError, KeyError, IndexError):
+            tree = ast.parse(textwrap.dedent(code))
+        except SyntaxError:
             return []
         alias = {}  # self.<attr> = <param>
         for node in ast.walk(tree):
@@ -267,7 +263,7 @@ class _LibraryRules:
                     if c == class_name or re.search(r"Base|Abstract|Mixin", c):
                         continue
                     code = fi.stmts[info.stmt].code
-                    if all(re.search(rf"def {re.escape(x)}\b|self\.{re.escape(x)}\s*[:=]|^\s+{re.escape(x)}\s*[:=]",
+                    if all(x in code for x in attrs) and all(re.search(rf"def {re.escape(x)}\b|self\.{re.escape(x)}\s*[:=]|^\s+{re.escape(x)}\s*[:=]",
                                      code, re.M) for x in attrs):
                         found.append((mod, c))
                 if len(found) >= 2:
@@ -383,6 +379,22 @@ def _read_auto_mappings(mappings_path: str, modeling_path: str) -> tuple[dict, d
                     continue
     return (tables.get("CONFIG_MAPPING_NAMES", {}), tables.get("MODEL_MAPPING_NAMES", {}),
             tables.get("MODEL_FOR_BACKBONE_MAPPING_NAMES", {}), tables.get("SPECIAL_MODEL_TYPE_TO_MODULE_NAME", {}))
+
+
+@lru_cache(maxsize=16384)  # each class of a module reads its module's statements: parsed once
+def _calls(code: str) -> tuple[tuple[str | None, tuple[str | None, ...], tuple[tuple[str | None, str | None], ...]], ...]:
+    """The calls of a statement as (the called name, or None for another callee; the names
+    passed positionally; (keyword, name) pairs), None where an argument is not a plain name."""
+    try:
+        tree = ast.parse(textwrap.dedent(code))
+    except SyntaxError:
+        return ()
+
+    def name(node: ast.AST) -> str | None:
+        return node.id if isinstance(node, ast.Name) else None
+
+    return tuple((name(n.func), tuple(name(a) for a in n.args), tuple((k.arg, name(k.value)) for k in n.keywords))
+                 for n in ast.walk(tree) if isinstance(n, ast.Call))
 
 
 @lru_cache(maxsize=16)  # the closure of one class reads its __init__ for configurations and block classes
