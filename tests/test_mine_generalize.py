@@ -406,3 +406,20 @@ def test_a_parameter_read_for_attributes_gets_a_class_of_the_package_that_has_th
     assert re.search(r"super\(\).__init__\(net=PerformerLM\(", got["code"]), got["code"][-600:]
     assert got["input_spec"][0]["kind"] == "index"
     run_alone(got["code"])
+
+
+def test_an_input_an_error_says_must_be_given_is_given():
+    """x-transformers' ``CrossAttender`` asserts ``context must be passed in if cross_attend is
+    set to True``: its optional ``context`` (default None) is given, shaped like the input."""
+    got = mine(_manifest_resolver("x-transformers"), "x_transformers.x_transformers", "CrossAttender")
+    assert [s.get("arg") for s in got["input_spec"]] == [None, "context"], got["input_spec"]
+    run_alone(got["code"])
+
+
+def test_integer_inputs_a_reduction_reads_as_real_values_become_float():
+    """auraloss' ``SNRLoss.forward(input, target)``: ``target`` was guessed as class indices,
+    and ``torch.mean`` of it fails (``Input dtype must be either a floating point or complex
+    dtype. Got: Long``); both inputs are signals."""
+    got = mine(_manifest_resolver("auraloss"), "auraloss.time", "SNRLoss")
+    assert [s["dtype"] for s in got["input_spec"]] == ["float32", "float32"], got["input_spec"]
+    run_alone(got["code"])

@@ -294,6 +294,27 @@ def _optional_inputs(specs: list[dict], msg: str, line: str, module: nn.Module) 
     return out
 
 
+#: An error naming a forward input that was left out: ```mem` must be provided when
+#: init_hidden=False``, ``context must be passed in if cross_attend is set to True``.
+_NAMED_INPUT = re.compile(r"`?\b(\w+)`? (?:must|should|has to|needs to) be (?:provided|given|passed|specified|supplied)")
+
+
+def _named_inputs(specs: list[dict], msg: str, module: nn.Module) -> list[list[dict]]:
+    """The guess again with the optional forward parameter an error says must be given (one
+    defaulting to None and not given yet), shaped like the first input (a length, a timestep
+    or a mask as :func:`_spec_for` shapes them)."""
+    m = _NAMED_INPUT.search(msg)
+    if not m or not specs or specs[0].get("kind") != "tensor":
+        return []
+    try:
+        p = inspect.signature(module.forward).parameters.get(m.group(1))
+    except (TypeError, ValueError):
+        return []
+    if p is None or p.default is not None or any(s.get("arg") == p.name for s in specs):
+        return []
+    return [specs + [{**_spec_for(p.name, specs[0]["shape"], module, first=False), "arg": p.name}]]
+
+
 def _without_extras(specs: list[dict]) -> list[dict]:
     """``specs`` with every tensor input after the first passed as None: the optional
     conditioning many blocks take without a default (diffusers' ``temb``, a ``mask``)."""

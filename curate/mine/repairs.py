@@ -259,6 +259,20 @@ def _float_target(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
     return [[{**x} if i == tensors[1] else s for i, s in enumerate(specs)]]
 
 
+def _float_values(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+    """Integer inputs where the forward computes with real values (``torch.mean`` of a
+    signal guessed as class indices: ``Input dtype must be either a floating point or complex
+    dtype. Got: Long``): each such input a float tensor of its shape, all of them, then one
+    at a time."""
+    ints = [i for i, s in enumerate(specs) if s["kind"] == "index"]
+
+    def floated(which: list[int]) -> Specs:
+        return [{"kind": "tensor", "shape": list(s["shape"]), "dtype": "float32",
+                 **({"arg": s["arg"]} if "arg" in s else {})} if i in which else s for i, s in enumerate(specs)]
+    out = [floated(ints)] if ints else []
+    return out + [floated([i]) for i in ints if len(ints) > 1]
+
+
 def _batch_statistics(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
     return [[{**s, "shape": [B] + s["shape"][1:] + ([4, 4] if len(s["shape"]) == 2 else [])}
              if s["kind"] == "tensor" else s for s in specs]]
@@ -381,6 +395,9 @@ RULES: tuple[Rule, ...] = (
          also=re.compile(r"Long|Int\b|integer|class indices")),
     Rule("float_target", re.compile(r"Expected floating point type for target|target.*float|Float.*target"),
          _float_target),
+    Rule("float_values", re.compile(r"dtype must be either a floating point or complex dtype\. Got: (?:Long|Int)|"
+                                    r"only supports floating-point dtypes|must be a floating point|"
+                                    r"is not implemented for ['\"]?(?:Long|Int)"), _float_values),
     Rule("batch_statistics", re.compile("Expected more than 1 value per channel"), _batch_statistics),
     # last: the rank and width repairs above explain most such errors
     Rule("element_count", re.compile(r"shape '\[([-\d, ]+)\]' is invalid for input of size (\d+)"), _element_count),

@@ -69,6 +69,7 @@ from curate.mine.inputs import (
     _forward_params,
     _graph_specs,
     _is_pair,
+    _named_inputs,
     _optional_inputs,
     _pair_specs,
     _paired_params,
@@ -185,7 +186,8 @@ def find_inputs(module: nn.Module, kwargs: dict[str, Any], budget_s: float,
             reason = _classify(last, "")
             if reason:
                 raise SynthesisError(reason, last)
-            repairs = (_optional_inputs(specs, last, last_line, module) + _warning_repairs(specs, last, module)
+            repairs = (_optional_inputs(specs, last, last_line, module) + _named_inputs(specs, last, module)
+                       + _warning_repairs(specs, last, module)
                        + _repair_specs(specs, last, module))
             line_ranks = _line_evidence(last_line, names) if last_line else {}
             if line_ranks:  # the failing line reads an input's shape: change that input alone
