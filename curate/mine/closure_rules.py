@@ -263,8 +263,9 @@ class _LibraryRules:
                     if c == class_name or re.search(r"Base|Abstract|Mixin", c):
                         continue
                     code = fi.stmts[info.stmt].code
-                    if all(x in code for x in attrs) and all(re.search(rf"def {re.escape(x)}\b|self\.{re.escape(x)}\s*[:=]|^\s+{re.escape(x)}\s*[:=]",
-                                     code, re.M) for x in attrs):
+                    if all(x in code for x in attrs) and all(re.search(
+                            rf"def {re.escape(x)}\b|self\.{re.escape(x)}\s*[:=]|^\s+{re.escape(x)}\s*[:=]", code, re.M)
+                            for x in attrs):
                         found.append((mod, c))
                 if len(found) >= 2:
                     break
@@ -381,8 +382,11 @@ def _read_auto_mappings(mappings_path: str, modeling_path: str) -> tuple[dict, d
             tables.get("MODEL_FOR_BACKBONE_MAPPING_NAMES", {}), tables.get("SPECIAL_MODEL_TYPE_TO_MODULE_NAME", {}))
 
 
+_Call = tuple[str | None, tuple[str | None, ...], tuple[tuple[str | None, str | None], ...]]
+
+
 @lru_cache(maxsize=16384)  # each class of a module reads its module's statements: parsed once
-def _calls(code: str) -> tuple[tuple[str | None, tuple[str | None, ...], tuple[tuple[str | None, str | None], ...]], ...]:
+def _calls(code: str) -> tuple[_Call, ...]:
     """The calls of a statement as (the called name, or None for another callee; the names
     passed positionally; (keyword, name) pairs), None where an argument is not a plain name."""
     try:

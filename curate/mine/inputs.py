@@ -296,7 +296,8 @@ def _optional_inputs(specs: list[dict], msg: str, line: str, module: nn.Module) 
 
 #: An error naming a forward input that was left out: ```mem` must be provided when
 #: init_hidden=False``, ``context must be passed in if cross_attend is set to True``.
-_NAMED_INPUT = re.compile(r"`?\b(\w+)`? (?:must|should|has to|needs to) be (?:provided|given|passed|specified|supplied)")
+_NAMED_INPUT = re.compile(r"`?\b(\w+)`? (?:must|should|has to|needs to) be "
+                          r"(?:provided|given|passed|specified|supplied)")
 
 
 def _named_inputs(specs: list[dict], msg: str, module: nn.Module) -> list[list[dict]]:

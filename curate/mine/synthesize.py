@@ -345,9 +345,9 @@ def synthesize_task(closure_source: str, class_name: str, doc: str, budget_s: fl
 
 #: The files a synthesis outcome depends on besides its closure (which is part of the item's
 #: key): the synthesizer, its guesses and configuration globals, the loader and the sandbox.
-_SYNTHESIS_FILES = ("mine/synthesize.py", "mine/construct.py", "mine/inputs.py", "mine/forward_analysis.py",
-                    "mine/repairs.py", "mine/checks.py", "mine/codegen.py", "mine/errors.py", "mine/guess.py",
-                    "mine/configs.py", "problem.py", "sandbox.py", "conform.py")
+_SYNTHESIS_FILES = ("mine/synthesize.py", "mine/construct.py", "mine/construct_source.py", "mine/inputs.py",
+                    "mine/forward_analysis.py", "mine/repairs.py", "mine/checks.py", "mine/codegen.py",
+                    "mine/errors.py", "mine/guess.py", "mine/configs.py", "problem.py", "sandbox.py", "conform.py")
 
 
 def synthesis_version() -> str:
