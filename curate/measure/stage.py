@@ -61,6 +61,7 @@ from curate.progress import progress
 from curate.sandbox import Sandbox
 from curate.table import Rejections, read_problems, stage_dir, write_stage
 
+
 #: Address-space budget of a CPU measurement process (MiB).
 CPU_MEM_MB = 8192
 
@@ -140,7 +141,8 @@ def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
         compile_workers: int | None = None, gpu_mem_fraction: float | None = None,
         cuda_graph: str = "auto", profile: bool | None = None,
         inductor_cache: str | None = None, band: bool = True, conform: bool = True,
-        min_shapes: int = 3, executor: str = "local", ray_address: str | None = None) -> dict[str, Any]:
+        min_shapes: int = 3, executor: str = "local", ray_address: str | None = None,
+        dynamic_batch: bool = False) -> dict[str, Any]:
     """Measure ``OUT/diversify`` (or ``source``) into ``OUT/measure``; return the stage stats.
 
     Args:
@@ -152,11 +154,16 @@ def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
             on CUDA (3 on the CPU); a timing whose coefficient of variation exceeds 0.1 is
             repeated once (CUDA).
         timeout_s: wall-clock seconds per row (all checks, timings and the compile).
-        workers: CUDA: measure workers (default one per GPU); CPU: concurrent sandboxed
-            measurements (default 1, for timing fidelity).
+        workers: CUDA: measure workers in all (default one per GPU), GPUs taken in turn.
+            Several on one GPU share it through its lock: each builds, checks and compiles
+            its own problem while another times, only timed trials hold the GPU alone, and
+            each may allocate 0.85 / (workers on its GPU) of the GPU's memory (past it a row
+            is ``memory``); compile-ahead is then off. CPU: concurrent sandboxed measurements
+            (default 1, for timing fidelity).
         mem_mb: address-space budget of a CPU measurement process (MiB).
-        compile_workers: CUDA: compile-ahead workers per GPU (default: the spare cores, at
-            most 8; 0 turns compile-ahead off).
+        compile_workers: CUDA: compile-ahead workers per GPU (default: none when several
+            measure workers share a GPU, which compile their own problems; else the spare
+            cores, at most 8; 0 turns compile-ahead off).
         gpu_mem_fraction: CUDA: share of the GPU's memory the measure worker may allocate
             (default 0.5 beside compile-ahead workers, else 0.9); past it a row is ``memory``.
         cuda_graph: CUDA: ``auto`` also times CUDA-graph replays of launch-bound problems
@@ -181,6 +188,12 @@ def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
             worker died is measured again on another GPU, once.
         ray_address: the Ray cluster to join (``auto``, ``ray://head:10001``); None starts a
             local Ray instance for the run (``executor="ray"`` only).
+        dynamic_batch: CUDA: TorchInductor compiles a row of a base problem with its batch
+            dimension marked dynamic (:func:`curate.measure.core.mark_batch_dynamic`), so the
+            base problem's shape variants share one graph through Inductor's FX-graph cache
+            instead of each compiling its own; ``compile_dynamic_batch`` says per row whether
+            the timed graph had a symbolic batch. Rows are measured primaries first, so the
+            variants find their graph compiled.
     Raises:
         ValueError: bad ``device`` (see :func:`resolve_device`) or ``executor``; a CUDA run
             on a Ray cluster without GPUs.
@@ -204,7 +217,7 @@ def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
     settings = {"device": dev, "inductor": inductor, "min_ms": min_ms, "max_ms": max_ms,
                 "trials": trials, "warmup": warmup, "budget_s": budget_s, "timeout_s": timeout_s,
                 "cuda_graph": cuda_graph, "profile": profile, "gpu_mem_fraction": gpu_mem_fraction,
-                "conform": conform}
+                "conform": conform, "dynamic_batch": dynamic_batch}
     journal = Journal(stage_dir(out, "measure") / "_journal.jsonl", settings)
     jobs: list[tuple[int, str, dict[str, Any]]] = []  # row index, journal key, task
     tagged: dict[int, list[str]] = {}  # row index -> notes the stage adds
@@ -238,7 +251,11 @@ def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
                     warmup=warmup, min_ms=min_ms, max_ms=max_ms, budget_s=budget_s,
                     cuda_graph=cuda_graph, profile=profile, name=str(row.get("problem_id") or i),
                     conform=conform)
+        if dynamic_batch and cuda and inductor and row.get("base_problem_id"):
+            task["dynamic_batch"] = True
         jobs.append((i, key, task))
+    # primaries first: a variant measured later finds its base problem's graph in the cache
+    jobs.sort(key=lambda job: rows[job[0]].get("shape_role") not in (None, "primary"))
 
     extra: dict[str, Any] = {"device": dev, "inductor": inductor, "band_ms": [min_ms, max_ms],
                              "trials": trials, "warmup": warmup, "resumed": journal.resumed}
@@ -373,12 +390,13 @@ def _measure_cpu(jobs, workers, timeout_s, mem_mb, journal, results) -> None:
 
 
 def _gpu_workers(dev: str, workers: int | None) -> tuple[list[dict[str, str]], str]:
-    """The measure workers' environments (one ``CUDA_VISIBLE_DEVICES`` each) and device."""
+    """The measure workers' environments (one ``CUDA_VISIBLE_DEVICES`` each, GPUs taken in
+    turn) and device: ``workers`` in all, one per GPU by default."""
     from curate.measure.worker import gpu_slots
 
-    if ":" in dev:
-        return [gpu_slots(None)[int(dev.split(":")[1])]], "cuda"
-    return gpu_slots(workers), "cuda"
+    gpus = [gpu_slots(None)[int(dev.split(":")[1])]] if ":" in dev else gpu_slots(None)
+    n = workers or len(gpus)
+    return [gpus[k % len(gpus)] for k in range(n)], "cuda"
 
 
 def _measure_gpu(jobs, envs, device, timeout_s, journal, results, extra, pool_opts) -> None:
