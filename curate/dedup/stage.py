@@ -56,7 +56,6 @@ import os
 import time
 from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -72,6 +71,7 @@ from curate.dedup.features import FeatureTable, featurize_table
 from curate.dedup.minhash import BACKENDS, candidate_arrays, components, jaccard
 from curate.dedup.reference import ReferenceUnavailable, resolve
 from curate.dedup.tokens import normalize_batch
+from curate.executor import executor_for
 from curate.harness.stage import StageRun, stage
 from curate.table import REJECT_COLUMNS, read_problems
 
@@ -189,7 +189,7 @@ class _Rows:
 @stage(STAGE)
 def run(sr: StageRun, threshold: float, num_perm: int, kernelbench: str,
         contamination_threshold: float, backend: str, workers: int | None,
-        parse_check: bool) -> dict[str, Any]:
+        parse_check: bool, executor: str, ray_address: str | None) -> dict[str, Any]:
     """Dedup and decontaminate a problem table; write ``OUT/dedup``; return its stats.
 
     Options (:class:`curate.dedup.options.DedupOptions`):
@@ -207,6 +207,9 @@ def run(sr: StageRun, threshold: float, num_perm: int, kernelbench: str,
             (default: all cores; 1: this thread only).
         parse_check: parse every problem with ``ast`` and reject the ones that do not
             parse (a few ms per problem; without it the check is token-level).
+        executor: ``local`` or ``ray``: where documents are featurized (Ray tasks over chunks
+            of the table, :mod:`curate.executor`); the grouping and decisions run here.
+        ray_address: the Ray cluster to join (``executor="ray"``; None starts a local one).
     Returns:
         The stats written to ``OUT/dedup/stats.json``: the table's counts plus ``clusters``,
         ``exact_duplicates``, ``near_duplicates``, ``decontamination`` (``"done"`` or
@@ -228,9 +231,14 @@ def run(sr: StageRun, threshold: float, num_perm: int, kernelbench: str,
 
     t = time.monotonic()
     keep = int(codes.str.len_bytes().sum() or 0) <= KEEP_SHINGLES_MAX_CODE_BYTES
-    feats = featurize_table(codes, num_perm, workers, backend=backend, parse_check=parse_check,
-                            screen=index.screen(contamination_threshold) if index else None,
-                            keep_shingles=keep)
+    ex, owned = executor_for(executor, workers, ray_address)
+    try:
+        feats = featurize_table(codes, num_perm, workers, backend=backend, parse_check=parse_check,
+                                screen=index.screen(contamination_threshold) if index else None,
+                                keep_shingles=keep, executor=ex)
+    finally:
+        if owned:
+            ex.close()
     steps["features"] = time.monotonic() - t
 
     # One entry per distinct normalized text; identical texts share everything below.

@@ -24,3 +24,9 @@ class DiversifyOptions:
     timeout_s: float = field(default=60.0, metadata={"help": "Seconds to plan (and calibrate) one problem."})
     mem_mb: Optional[int] = field(default=None, metadata={
         "help": "Address-space budget of one planning process (MiB; default 8192)."})
+    executor: str = field(default="local", metadata={
+        "help": "Where planning runs: 'local' (sandboxed processes on this machine) or 'ray' (a "
+                "sandboxed Ray task per problem; GPU calibration stays on this host)."})
+    ray_address: Optional[str] = field(default=None, metadata={
+        "help": "Ray cluster to join ('auto', 'ray://host:10001'); default: start a local Ray "
+                "instance (--executor ray)."})

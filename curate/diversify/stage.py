@@ -51,9 +51,7 @@ The stage resumes from ``OUT/diversify/_journal.jsonl`` when restarted with equa
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -63,7 +61,7 @@ from curate.diversify.plan import plan_task
 from curate.journal import Journal, content_key
 from curate.problem import INPUTS_MARKER, dumps, replace_inputs
 from curate.progress import progress
-from curate.sandbox import Sandbox
+from curate.executor import executor_for, sandboxed_map
 from curate.harness.stage import StageRun, stage
 from curate.table import Rejections, read_problems
 
@@ -100,7 +98,7 @@ def resolve_device(device: str) -> str:
 @stage("diversify")
 def run(sr: StageRun, variants: int, band_ms: tuple[float, float], target_gpu: str,
         mem_budget_mb: int, device: str, workers: int | None, timeout_s: float,
-        mem_mb: int | None) -> dict[str, Any]:
+        mem_mb: int | None, executor: str, ray_address: str | None) -> dict[str, Any]:
     """Plan (and on a GPU, calibrate) in-band shapes for ``OUT/dedup`` into ``OUT/diversify``.
 
     Options (:class:`curate.diversify.options.DiversifyOptions`):
@@ -115,6 +113,9 @@ def run(sr: StageRun, variants: int, band_ms: tuple[float, float], target_gpu: s
         workers: concurrent planning processes (default: CPU count).
         timeout_s: wall-clock seconds to plan one problem (and to calibrate it on a GPU).
         mem_mb: address-space budget of a planning process (MiB); default 8192.
+        executor: ``local`` (sandboxed processes here) or ``ray`` (a sandboxed Ray task per
+            problem, :mod:`curate.executor`); calibration on a GPU runs on this host.
+        ray_address: the Ray cluster to join (``executor="ray"``; None starts a local one).
     Returns:
         The stage stats (:func:`curate.table.write_stage`) with ``rows_out``, ``band_ms``,
         ``target_gpu``, ``device``, ``families``, ``shapes_histogram`` and ``before_est_ms``.
@@ -157,13 +158,18 @@ def run(sr: StageRun, variants: int, band_ms: tuple[float, float], target_gpu: s
                 timeout_s * DEADLINE_SHARE)
         jobs.append((i, key, args))
 
-    sandbox = Sandbox(workers=workers, timeout_s=timeout_s, mem_mb=mem_mb or 8192)
-    for j, outcome in progress(sandbox.map(plan_task, [(a, {}) for _, _, a in jobs]), len(jobs),
-                               "diversify: plan"):
-        i, key, _ = jobs[j]
-        res = outcome.value if outcome.ok else {"ok": False, "detail": f"{outcome.status}: {outcome.error}"}
-        plans[i] = res
-        journal.add(key, res)
+    ex, owned = executor_for(executor, workers, ray_address)
+    try:
+        stream = sandboxed_map(plan_task, [(a, {}) for _, _, a in jobs], executor=ex, workers=workers,
+                               timeout_s=timeout_s, mem_mb=mem_mb or 8192)
+        for j, outcome in progress(stream, len(jobs), "diversify: plan"):
+            i, key, _ = jobs[j]
+            res = outcome.value if outcome.ok else {"ok": False, "detail": f"{outcome.status}: {outcome.error}"}
+            plans[i] = res
+            journal.add(key, res)
+    finally:
+        if owned:
+            ex.close()
 
     calib: dict[int, dict[str, Any]] = {}
     if dev.startswith("cuda"):

@@ -34,8 +34,8 @@ def default_source(out: Path | str) -> Path:
 
 def _stage_stats(out: Path) -> list[dict[str, Any]]:
     found = []
-    for stage in STAGES:
-        d = stage_dir(out, stage)
+    for name in STAGES:
+        d = stage_dir(out, name)
         if not (d / "stats.json").is_file():
             continue
         try:

@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -59,7 +58,6 @@ from curate.journal import Journal, content_key
 from curate.progress import progress
 from curate.sandbox import Sandbox
 from curate.harness.stage import StageRun, stage
-from curate.measure.options import CPU_MEM_MB  # noqa: F401  (the CPU address-space default, declared there)
 from curate.table import Rejections, read_problems
 
 FLOAT_COLUMNS = ("eager_ms", "eager_mean_ms", "eager_std_ms", "eager_p10_ms", "eager_p90_ms",

@@ -18,6 +18,7 @@ from curate.rank.difficulty import on_gpu as row_on_gpu
 from curate.rank.levels import structures
 from curate.rank.passk import pass_at_k
 from curate.rank.solvers import Solver, SolverError, make_solver
+from curate.executor import Executor, executor_for
 from curate.harness.stage import StageRun, stage
 from curate.table import Rejections, latest_input, read_problems
 from curate.problem import mined_inputs
@@ -68,7 +69,8 @@ def _load_cached(path: Path) -> VerifyResult | None:
 def run(sr: StageRun, solver: str, k: int, completions: Path | str | None, base_url: str | None,
         model: str | None, api_key_env: str, temperature: float, concurrency: int,
         cache_dir: Path | str | None, max_problems: int | None, timeout_s: float, device: str,
-        workers: int | None, n_trials: int, seed: int, time_it: bool) -> dict[str, Any]:
+        workers: int | None, n_trials: int, seed: int, time_it: bool, executor: str,
+        ray_address: str | None) -> dict[str, Any]:
     """Rank problems by how well a baseline solver does on them.
 
     Options (:class:`curate.rank.options.RankOptions`):
@@ -88,6 +90,9 @@ def run(sr: StageRun, solver: str, k: int, completions: Path | str | None, base_
         workers: concurrent verifications (default 1 on CUDA so timings do not contend,
             all cores on CPU).
         n_trials, seed, time_it: verifier settings (see :func:`curate.verify.verify`).
+        executor: ``local`` or ``ray``: where the sandboxed structure traces and verifications
+            run (:mod:`curate.executor`; Ray: one sandboxed task each, CPU only).
+        ray_address: the Ray cluster to join (``executor="ray"``; None starts a local one).
     Returns:
         The stats written to ``out/rank/stats.json``.
     Raises:
@@ -123,9 +128,27 @@ def run(sr: StageRun, solver: str, k: int, completions: Path | str | None, base_
             rejected_idx.add(i)
             continue
         valid.append((i, row, opts))
+    if on_gpu and executor == "ray":
+        raise ValueError("rank --executor ray verifies on the CPU (--device cpu); GPU verification "
+                         "on a Ray cluster is curate.verify.cluster")
+    ex, owned = executor_for(executor, workers, ray_address)
+    try:
+        return _rank(sr, df, the_solver, valid, rejected_idx, rejections, cache, ex, solver, k,
+                     max_problems, timeout_s, device, on_gpu, workers, n_trials, seed, time_it)
+    finally:
+        if owned:
+            ex.close()
+
+
+def _rank(sr: StageRun, df: pl.DataFrame, the_solver: Solver | None, valid: list, rejected_idx: set[int],
+          rejections: Rejections, cache: Path, ex: Executor | None, solver: str, k: int,
+          max_problems: int | None, timeout_s: float, device: str, on_gpu: bool, workers: int,
+          n_trials: int, seed: int, time_it: bool) -> dict[str, Any]:
+    """The stage after its input is read and checked: structures, candidates, verification,
+    difficulty; ``ex``: the Ray executor the sandboxed work goes to (None: local)."""
     to_rank = [] if the_solver is None else valid if max_problems is None else valid[: max(0, max_problems)]
     shapes = structures([row for _, row, _ in valid], cache / "structure", workers=os.cpu_count(),
-                        timeout_s=min(timeout_s, 120.0))
+                        timeout_s=min(timeout_s, 120.0), executor=ex)
     structure = {i: st for (i, _, _), st in zip(valid, shapes)}
 
     rank: dict[int, dict[str, Any]] = {}
@@ -159,7 +182,7 @@ def run(sr: StageRun, solver: str, k: int, completions: Path | str | None, base_
             pending.append((j, path))
     reasons: Counter[str] = Counter()
     stream = verify_many([jobs[j] for j, _ in pending], workers=workers, timeout_s=timeout_s,
-                         **common) if pending else iter(())
+                         executor=ex, **common) if pending else iter(())
     for n, result in progress(stream, total=len(pending), description=f"rank ({solver})"):
         j, path = pending[n]
         path.parent.mkdir(parents=True, exist_ok=True)
