@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from curate.harness.options import executor_option, ray_address_option
+
 
 @dataclass
 class DedupOptions:
@@ -21,9 +23,7 @@ class DedupOptions:
     workers: Optional[int] = field(default=None, metadata={"help": "Processes (default: all cores)."})
     parse_check: bool = field(default=False, metadata={
         "help": "Parse every problem and reject the ones that are not valid Python (slower)."})
-    executor: str = field(default="local", metadata={
-        "help": "Where documents are featurized (normalized, hashed, screened against KernelBench): "
-                "'local' (threads and processes here) or 'ray' (Ray tasks); the rest runs here."})
-    ray_address: Optional[str] = field(default=None, metadata={
-        "help": "Ray cluster to join ('auto', 'ray://host:10001'); default: start a local Ray "
-                "instance (--executor ray)."})
+    executor: str = executor_option(
+        "Where documents are featurized (normalized, hashed, screened against KernelBench): "
+        "'local' (threads and processes here) or 'ray' (Ray tasks); the rest runs here.")
+    ray_address: Optional[str] = ray_address_option()

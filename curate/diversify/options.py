@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from curate.harness.options import executor_option, ray_address_option
+
 
 @dataclass
 class DiversifyOptions:
@@ -24,9 +26,7 @@ class DiversifyOptions:
     timeout_s: float = field(default=60.0, metadata={"help": "Seconds to plan (and calibrate) one problem."})
     mem_mb: Optional[int] = field(default=None, metadata={
         "help": "Address-space budget of one planning process (MiB; default 8192)."})
-    executor: str = field(default="local", metadata={
-        "help": "Where planning runs: 'local' (sandboxed processes on this machine) or 'ray' (a "
-                "sandboxed Ray task per problem; GPU calibration stays on this host)."})
-    ray_address: Optional[str] = field(default=None, metadata={
-        "help": "Ray cluster to join ('auto', 'ray://host:10001'); default: start a local Ray "
-                "instance (--executor ray)."})
+    executor: str = executor_option(
+        "Where planning runs: 'local' (sandboxed processes on this machine) or 'ray' (a "
+        "sandboxed Ray task per problem; GPU calibration stays on this host).")
+    ray_address: Optional[str] = ray_address_option()

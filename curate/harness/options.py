@@ -37,6 +37,22 @@ STAGE_OPTIONS = {
 """Where each stage's options dataclass lives (``module:Class``)."""
 
 
+def option(default: Any, help: str, **metadata: Any) -> Any:
+    """An option field: ``default`` and ``help`` (plus any metadata key of the module docstring)."""
+    return dataclasses.field(default=default, metadata={"help": help, **metadata})
+
+
+def executor_option(where: str) -> Any:
+    """The ``executor`` option of a stage (``local`` or ``ray``); ``where`` says what runs there."""
+    return option("local", where)
+
+
+def ray_address_option() -> Any:
+    """The ``ray_address`` option that goes with :func:`executor_option`."""
+    return option(None, "Ray cluster to join ('auto' on a node started with `ray start`, "
+                        "'ray://head:10001'); default: start a local Ray instance (--executor ray).")
+
+
 class OptionError(ValueError):
     """An option that a stage does not take, or a value of the wrong type."""
 

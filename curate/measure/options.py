@@ -8,6 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from curate.harness.options import executor_option, ray_address_option
+
 CPU_MEM_MB = 8192
 """Default address-space budget of a CPU measurement process (MiB)."""
 
@@ -47,12 +49,10 @@ class MeasureOptions:
     min_shapes: int = field(default=3, metadata={
         "help": "Rows of a base problem left with fewer in-band shapes than this are rejected "
                 "('too_few_shapes')."})
-    executor: str = field(default="local", metadata={
-        "help": "'local' (one measure worker per GPU of this host) or 'ray' (one GPU actor per GPU "
-                "of every node of a Ray cluster; see --ray-address)."})
-    ray_address: Optional[str] = field(default=None, metadata={
-        "help": "Ray cluster to join ('auto' on a node started with `ray start`, 'ray://head:10001'); "
-                "default: start a local Ray instance (--executor ray)."})
+    executor: str = executor_option(
+        "'local' (one measure worker per GPU of this host) or 'ray' (one GPU actor per GPU "
+        "of every node of a Ray cluster; see --ray-address).")
+    ray_address: Optional[str] = ray_address_option()
     mem_mb: int = field(default=CPU_MEM_MB, metadata={
         "help": "CPU: address-space budget of one measurement process (MiB)."})
     conform: bool = field(default=True, metadata={

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from curate.harness.options import executor_option, ray_address_option
+
 
 @dataclass
 class MineOptions:
@@ -21,12 +23,10 @@ class MineOptions:
         "help": "Mine a seeded random sample of at most this many classes of each source (every "
                 "source of a large manifest represented, in a fraction of the time)."})
     sample_seed: int = field(default=0, metadata={"help": "Seed of --sample-per-source."})
-    executor: str = field(default="local", metadata={
-        "help": "Where indexing, closures and synthesis run: 'local' (a process pool on this "
-                "machine) or 'ray' (a Ray cluster)."})
-    ray_address: Optional[str] = field(default=None, metadata={
-        "help": "Ray cluster to join ('auto', 'ray://host:10001'); default: start a local Ray "
-                "instance (--executor ray)."})
+    executor: str = executor_option(
+        "Where indexing, closures and synthesis run: 'local' (a process pool on this "
+        "machine) or 'ray' (a Ray cluster).")
+    ray_address: Optional[str] = ray_address_option()
     retry: tuple[str, ...] = field(default=(), metadata={"sep": ",", "help": (
         "Resuming a stopped run: synthesize again the items its journal rejected for these reasons "
         "(comma-separated, e.g. 'constructor_failed,no_runnable_inputs', or 'all'), after an upgrade.")})

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from curate.harness.options import executor_option, ray_address_option
+
 
 @dataclass
 class RankOptions:
@@ -31,9 +33,7 @@ class RankOptions:
     n_trials: int = field(default=5, metadata={"help": "Verifier: random input trials per candidate."})
     seed: int = field(default=0, metadata={"help": "Verifier: seed of the random inputs."})
     time_it: bool = field(default=True, metadata={"help": "Verifier: time correct candidates (speedup)."})
-    executor: str = field(default="local", metadata={
-        "help": "Where structure traces and CPU verifications run: 'local' (sandboxed processes on "
-                "this machine) or 'ray' (a sandboxed Ray task each)."})
-    ray_address: Optional[str] = field(default=None, metadata={
-        "help": "Ray cluster to join ('auto', 'ray://host:10001'); default: start a local Ray "
-                "instance (--executor ray)."})
+    executor: str = executor_option(
+        "Where structure traces and CPU verifications run: 'local' (sandboxed processes on "
+        "this machine) or 'ray' (a sandboxed Ray task each).")
+    ray_address: Optional[str] = ray_address_option()
