@@ -97,7 +97,7 @@ def _signature(stage: str, cls: type) -> inspect.Signature:
 
 
 def stage(name: str) -> Callable[[Callable[..., dict]], Callable[..., dict]]:
-    """Make a stage's ``run`` from ``work(h: StageRun, **options)`` (see the module docstring).
+    """Make a stage's ``run`` from ``work(sr: StageRun, **options)`` (see the module docstring).
 
     Raises (at decoration):
         TypeError: ``work``'s keywords differ from the options dataclass's fields.
