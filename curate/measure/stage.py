@@ -47,8 +47,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
-from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -59,11 +57,8 @@ from curate.measure.core import measure_problem
 from curate.journal import Journal, content_key
 from curate.progress import progress
 from curate.sandbox import Sandbox
-from curate.table import Rejections, read_problems, stage_dir, write_stage
-
-
-#: Address-space budget of a CPU measurement process (MiB).
-CPU_MEM_MB = 8192
+from curate.harness.stage import StageRun, stage
+from curate.table import Rejections, read_problems
 
 FLOAT_COLUMNS = ("eager_ms", "eager_mean_ms", "eager_std_ms", "eager_p10_ms", "eager_p90_ms",
                  "compile_ms", "compile_std_ms", "compile_s", "inductor_speedup",
@@ -134,18 +129,16 @@ def _typed(rows: list[dict[str, Any]], like: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns(casts)
 
 
-def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
-        inductor: bool | None = None, min_ms: float = 0.0, max_ms: float = 10_000.0,
-        trials: int = 100, warmup: int = 3, timeout_s: float = 300.0, workers: int | None = None,
-        budget_s: float | None = None, mem_mb: int = CPU_MEM_MB,
-        compile_workers: int | None = None, gpu_mem_fraction: float | None = None,
-        cuda_graph: str = "auto", profile: bool | None = None,
-        inductor_cache: str | None = None, band: bool = True, conform: bool = True,
-        min_shapes: int = 3, executor: str = "local", ray_address: str | None = None,
-        dynamic_batch: bool = False) -> dict[str, Any]:
+@stage("measure")
+def run(sr: StageRun, device: str, inductor: bool | None, min_ms: float, max_ms: float,
+        trials: int, warmup: int, timeout_s: float, workers: int | None,
+        budget_s: float | None, mem_mb: int, compile_workers: int | None,
+        gpu_mem_fraction: float | None, cuda_graph: str, profile: bool | None,
+        inductor_cache: str | None, band: bool, conform: bool, min_shapes: int, executor: str,
+        ray_address: str | None, dynamic_batch: bool) -> dict[str, Any]:
     """Measure ``OUT/diversify`` (or ``source``) into ``OUT/measure``; return the stage stats.
 
-    Args:
+    Options (:class:`curate.measure.options.MeasureOptions`):
         device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
         inductor: time TorchInductor too (default: on CUDA yes, on CPU no).
         min_ms, max_ms: eager median band (ms); outside it a row is ``too_fast``/``too_slow``.
@@ -200,11 +193,10 @@ def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
         RuntimeError: ``executor="ray"`` without the ray package.
         FileNotFoundError: no input table.
     """
-    t0 = time.monotonic()
     dev = resolve_device(device)
     cuda = dev.startswith("cuda")
     inductor = cuda if inductor is None else bool(inductor)
-    df = read_problems(Path(source) if source else stage_dir(out, "diversify"))
+    df = read_problems(sr.input)
     rows = df.to_dicts()
     rejects = Rejections("measure")
 
@@ -218,7 +210,7 @@ def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
                 "trials": trials, "warmup": warmup, "budget_s": budget_s, "timeout_s": timeout_s,
                 "cuda_graph": cuda_graph, "profile": profile, "gpu_mem_fraction": gpu_mem_fraction,
                 "conform": conform, "dynamic_batch": dynamic_batch}
-    journal = Journal(stage_dir(out, "measure") / "_journal.jsonl", settings)
+    journal = Journal(sr.dir / "_journal.jsonl", settings)
     jobs: list[tuple[int, str, dict[str, Any]]] = []  # row index, journal key, task
     tagged: dict[int, list[str]] = {}  # row index -> notes the stage adds
     results: dict[int, dict[str, Any]] = {}
@@ -296,7 +288,7 @@ def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
         speedups = kept_df["inductor_speedup"].drop_nulls()
         if speedups.len():
             extra["inductor_speedup_geomean"] = math.exp(speedups.log().mean())
-    stats = write_stage(out, "measure", kept_df, rej_df, len(rows), time.monotonic() - t0, extra)
+    stats = sr.write(kept_df, rej_df, len(rows), extra)
     journal.remove()
     return stats
 
