@@ -42,7 +42,8 @@ from typing import Any, Callable, Iterator, Sequence
 from curate.isolation import die_with_parent
 from curate.sandbox import Outcome, Sandbox
 
-__all__ = ["Executor", "LocalExecutor", "RayExecutor", "make_executor", "EXECUTORS"]
+__all__ = ["Executor", "LocalExecutor", "RayExecutor", "make_executor", "sandboxed_map",
+           "executor_for", "EXECUTORS"]
 
 EXECUTORS = ("local", "ray")
 _NO_SHARED = object()
@@ -305,3 +306,31 @@ def make_executor(kind: str = "local", workers: int | None = None, ray_address: 
     if kind == "ray":
         return RayExecutor(address=ray_address, num_cpus=workers)
     raise ValueError(f"unknown executor {kind!r}; choose one of {list(EXECUTORS)}")
+
+
+def executor_for(executor: "str | Executor", workers: int | None = None,
+                 ray_address: str | None = None) -> "tuple[Executor | None, bool]":
+    """A stage's ``executor`` option as ``(executor, owned)``: ``(None, False)`` for
+    ``"local"`` (the stage keeps its own local pools), a new Ray executor it must close for
+    ``"ray"``, or a given :class:`Executor` it must not close.
+
+    Raises:
+        ValueError: an unknown kind. RuntimeError: ``ray`` asked for but not installed.
+    """
+    if isinstance(executor, Executor):
+        return executor, False
+    if executor == "local":
+        return None, False
+    return make_executor(executor, workers, ray_address), True
+
+
+def sandboxed_map(fn: Callable, calls: Sequence[tuple[tuple, dict]], *, executor: "Executor | None",
+                  workers: int | None, timeout_s: float, mem_mb: int | None,
+                  guard: bool = False) -> Iterator[tuple[int, Outcome]]:
+    """Run untrusted ``fn(*args, **kwargs)`` per call in sandbox processes; yield ``(index,
+    Outcome)`` in completion order: on ``executor`` (Ray tasks, each with a sandbox on its
+    node), or, with None, on a local :class:`curate.sandbox.Sandbox` pool of ``workers``."""
+    if executor is None:
+        yield from Sandbox(workers=workers, timeout_s=timeout_s, mem_mb=mem_mb, guard=guard).map(fn, calls)
+    else:
+        yield from executor.sandboxed(fn, calls, timeout_s=timeout_s, mem_mb=mem_mb, guard=guard)

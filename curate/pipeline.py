@@ -1,7 +1,8 @@
 """Run a whole pipeline from a YAML file.
 
-The YAML maps stage names to that stage's options (the keyword arguments of
-``curate.<stage>.run``, the same as the stage command's flags with ``-`` written ``_``)::
+The YAML maps stage names to that stage's options (the fields of its options dataclass,
+``curate/<stage>/options.py``: the keyword arguments of ``curate.<stage>.run``, the same as
+the stage command's flags with ``-`` written ``_``)::
 
     mine:
       manifest: manifests/default.yaml
@@ -20,7 +21,6 @@ Relative paths are taken from the current working directory.
 from __future__ import annotations
 
 import importlib
-import inspect
 import json
 import time
 from pathlib import Path
@@ -28,7 +28,9 @@ from typing import Any, Iterator
 
 import yaml
 
-from curate.table import STAGES, check_input, latest_input, stage_dir, stage_lock, write_atomic
+from curate.harness.options import OptionError, check_options, fields, options_class, suggest
+from curate.harness.stage import resolve_input
+from curate.table import STAGES, check_input, stage_dir, stage_lock, write_atomic
 
 
 class PipelineError(ValueError):
@@ -36,34 +38,21 @@ class PipelineError(ValueError):
 
 
 def stage_options(stage: str) -> tuple[str, ...]:
-    """The options a pipeline YAML may give ``stage``: the keyword arguments of its
-    ``run`` (``curate.<stage>.run``, and ``curate.<stage>.stage.run`` where the former
-    passes ``**kwargs`` on), less ``out``, which the pipeline sets."""
-    names: list[str] = []
-    for module_name in (f"curate.{stage}", f"curate.{stage}.stage"):
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:
-            if exc.name != module_name:
-                raise
-            continue
-        fn = getattr(module, "run", None)
-        if fn is None:
-            continue
-        for p in inspect.signature(fn).parameters.values():
-            if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) and p.name != "out" \
-                    and p.name not in names:
-                names.append(p.name)
-    return tuple(names)
+    """The options a pipeline YAML may give ``stage``: the fields of its options dataclass
+    (:func:`curate.harness.options.options_class`), and ``source``, less ``out``, which the
+    pipeline sets."""
+    names = [f.name for f in fields(options_class(stage))]
+    return tuple(names + (["source"] if stage != "mine" else []))
 
 
 def load_pipeline(path: Path | str) -> dict[str, dict[str, Any]]:
     """Parse and check a pipeline YAML; return ``{stage: options}`` in pipeline order.
 
     Raises:
-        PipelineError: not YAML, no stages, unknown stage names, non-mapping options, or an
-            option the stage's ``run`` does not take (:func:`stage_options`; a misspelt
-            option would otherwise end in a ``TypeError`` after the earlier stages ran).
+        PipelineError: not YAML, no stages, unknown stage names, non-mapping options, an
+            option the stage does not take (the message names the closest and all allowed
+            ones), a value of the wrong type, or mine without a manifest; all before any
+            stage runs (:func:`curate.harness.options.check_options`).
     """
     try:
         raw = yaml.safe_load(Path(path).read_text())
@@ -75,7 +64,9 @@ def load_pipeline(path: Path | str) -> dict[str, dict[str, Any]]:
         raise PipelineError(f"{path}: expected a mapping of stage -> options")
     unknown = set(raw) - set(STAGES)
     if unknown:
-        raise PipelineError(f"{path}: unknown stages {sorted(unknown, key=str)}; known: {list(STAGES)}")
+        hints = "".join(suggest(u, STAGES) for u in sorted(unknown, key=str))
+        raise PipelineError(f"{path}: unknown stages {sorted(unknown, key=str)}{hints}; "
+                            f"known: {list(STAGES)}")
     stages = {}
     for name in STAGES:
         if name not in raw:
@@ -83,14 +74,10 @@ def load_pipeline(path: Path | str) -> dict[str, dict[str, Any]]:
         opts = raw[name] if raw[name] is not None else {}
         if not isinstance(opts, dict):
             raise PipelineError(f"{path}: options of {name} must be a mapping")
-        allowed = stage_options(name)
-        bad = sorted((k for k in opts if k not in allowed), key=str)
-        if bad:
-            raise PipelineError(f"{path}: {name}: unknown options {bad}; {name} takes "
-                                f"{', '.join(allowed)}")
-        stages[name] = opts
-    if "mine" in stages and "manifest" not in stages["mine"]:
-        raise PipelineError(f"{path}: mine needs a manifest")
+        try:
+            stages[name] = check_options(name, opts, fixed=("out",))
+        except OptionError as exc:
+            raise PipelineError(f"{path}: {exc}") from None
     return stages
 
 
@@ -128,7 +115,7 @@ def run_pipeline(path: Path | str, out: Path | str, start: str | None = None,
         if name != "mine" and previous is not None and "source" not in opts:
             opts["source"] = stage_dir(out, previous)
         if k == 0 and name != "mine":  # what the pipeline did not write itself
-            check_input(opts.get("source") or latest_input(out, name), name)
+            check_input(resolve_input(out, name, opts.get("source")), name)
         module = importlib.import_module(f"curate.{name}")
         with stage_lock(out, name):
             stats = module.run(out=out, **opts)

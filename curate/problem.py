@@ -15,6 +15,10 @@ An *input spec* is a JSON-serialisable list, one entry per forward argument:
 - ``{"kind": "mask", "shape": [8, 128], "dtype": "bool"}``: ``torch.rand(...) > 0.5``
 - ``{"kind": "value", "value": 3}``: a plain Python value (int, float, bool, str, None)
 
+:class:`InputSpec` is the typed form of one entry (:func:`parse_input_spec` reads a whole spec,
+checking each entry); rendering and building inputs go through it. The JSON form stays what
+tables and journals hold: ``InputSpec.from_dict(d).to_dict() == d``.
+
 This module imports only torch and the standard library: GPU workers load it on machines
 where the rest of curate's dependencies are absent.
 """
@@ -27,6 +31,7 @@ import linecache
 import math
 import sys
 import types
+from dataclasses import dataclass
 from typing import Any
 
 INPUTS_MARKER = "# ---- curate: inputs (generated) ----"
@@ -41,41 +46,142 @@ class ProblemLoadError(Exception):
     """The problem's code could not be executed or lacks Model/get_inputs/get_init_inputs."""
 
 
+INPUT_KINDS = ("tensor", "index", "mask", "value")
+_SPEC_KEYS = ("kind", "shape", "dtype", "low", "high", "value")
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    """One forward argument of a problem, typed (the JSON form: the module docstring).
+
+    Attributes:
+        kind: ``tensor``, ``index``, ``mask`` or ``value``.
+        shape: dimensions (tensor, index, mask), as the JSON gives them; None for a value.
+        dtype: torch dtype name (``float32`` when a tensor gives none); None where absent.
+        low, high: ``torch.randint`` bounds of an index (low 0 when absent).
+        value: the plain Python value of a ``value`` argument.
+        extra: keys of the JSON form outside these fields (``arg``, ...), kept for the round trip.
+    """
+
+    kind: str
+    shape: tuple[int, ...] | None = None
+    dtype: str | None = None
+    low: int | None = None
+    high: int | None = None
+    value: Any = None
+    extra: tuple[tuple[str, Any], ...] = ()
+
+    @classmethod
+    def from_dict(cls, spec: Any) -> "InputSpec":
+        """The typed form of one JSON entry (an :class:`InputSpec` is returned as is).
+
+        Raises:
+            ValueError: not a mapping, an unknown ``kind``, a tensor/index/mask without an
+                integer ``shape``, an index without ``high``, or a value without ``value``.
+        """
+        if isinstance(spec, InputSpec):
+            return spec
+        if not isinstance(spec, dict):
+            raise ValueError(f"input spec entry must be a mapping, got {type(spec).__name__}")
+        kind = spec.get("kind")
+        if kind not in INPUT_KINDS:
+            raise ValueError(f"unknown input kind {kind!r}")
+        shape = None
+        if kind != "value":
+            raw = spec.get("shape")
+            if not isinstance(raw, (list, tuple)):
+                raise ValueError(f"{kind} input needs a shape (a list of ints), got {raw!r}")
+            # the dimensions as given: torch judges them where the inputs are built, with the
+            # errors mining's repairs read
+            shape = tuple(raw)
+        if kind == "index" and spec.get("high") is None:
+            raise ValueError("index input needs high")
+        if kind == "value" and "value" not in spec:
+            raise ValueError("value input needs value")
+        return cls(kind=kind, shape=shape, dtype=spec.get("dtype"),
+                   low=None if spec.get("low") is None else int(spec["low"]),
+                   high=None if spec.get("high") is None else int(spec["high"]),
+                   value=spec.get("value"),
+                   extra=tuple((k, v) for k, v in spec.items() if k not in _SPEC_KEYS))
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON form: ``from_dict(d).to_dict() == d`` for every well-formed entry (keys a
+        kind does not use and fields left None are left out, as producers write them)."""
+        out: dict[str, Any] = {"kind": self.kind}
+        if self.shape is not None:
+            out["shape"] = list(self.shape)
+        for name in ("dtype", "low", "high"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
+        if self.kind == "value":
+            out["value"] = self.value
+        out.update(self.extra)
+        return out
+
+    @property
+    def numel(self) -> int:
+        """Elements of a tensor, index or mask argument; 0 for a value."""
+        return math.prod(self.shape) if self.shape is not None else 0
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes the argument occupies (0 for a value; a dtype curate does not know counts 4)."""
+        return self.numel * _DTYPE_BYTES.get(self.dtype or "float32", 4) if self.kind != "value" else 0
+
+    def expr(self) -> str:
+        """The ``get_inputs()`` expression that makes the argument."""
+        if self.kind == "tensor":
+            dt = self.dtype or "float32"
+            extra = "" if dt == "float32" else f", dtype={_torch_dtype_expr(dt)}"
+            return f"torch.randn({_shape_tuple(self.shape)}{extra})"
+        if self.kind == "index":
+            return f"torch.randint({self.low or 0}, {self.high}, {_shape_tuple(self.shape)})"
+        if self.kind == "mask":
+            return f"torch.rand({_shape_tuple(self.shape)}) > 0.5"
+        return repr(self.value)
+
+
+def parse_input_spec(input_spec: Any) -> list[InputSpec]:
+    """The typed form of an input spec: a JSON string, or a list of entries (dicts or
+    :class:`InputSpec`).
+
+    Raises:
+        ValueError: malformed JSON, not a list, or a malformed entry (its position named).
+    """
+    if isinstance(input_spec, str):
+        input_spec = json.loads(input_spec)
+    if not isinstance(input_spec, (list, tuple)):
+        raise ValueError(f"input spec must be a list, got {type(input_spec).__name__}")
+    out = []
+    for i, entry in enumerate(input_spec):
+        try:
+            out.append(InputSpec.from_dict(entry))
+        except ValueError as exc:
+            raise ValueError(f"input {i}: {exc}") from None
+    return out
+
+
 def _torch_dtype_expr(dtype: str) -> str:
     return f"torch.{dtype}"
 
 
-def render_inputs(input_spec: list[dict], init_args: list[Any]) -> str:
+def render_inputs(input_spec: list[dict] | list[InputSpec], init_args: list[Any]) -> str:
     """Render ``get_inputs()`` and ``get_init_inputs()`` for ``input_spec`` and ``init_args``.
 
     Args:
-        input_spec: forward arguments, see the module docstring.
+        input_spec: forward arguments, see the module docstring (dicts or :class:`InputSpec`).
         init_args: positional constructor arguments; each must be ``repr``-able Python
             (numbers, strings, bools, None, lists and tuples of them).
     Returns:
         Python source (str) starting with :data:`INPUTS_MARKER`.
+    Raises:
+        ValueError: a malformed spec entry (:func:`parse_input_spec`).
     """
     lines = [INPUTS_MARKER, "", "", "def get_inputs():"]
     if not input_spec:
         lines.append("    return []")
     else:
-        exprs = []
-        for spec in input_spec:
-            kind = spec["kind"]
-            if kind == "tensor":
-                dt = spec.get("dtype", "float32")
-                extra = "" if dt == "float32" else f", dtype={_torch_dtype_expr(dt)}"
-                exprs.append(f"torch.randn({_shape_tuple(spec['shape'])}{extra})")
-            elif kind == "index":
-                exprs.append(
-                    f"torch.randint({int(spec.get('low', 0))}, {int(spec['high'])}, {_shape_tuple(spec['shape'])})"
-                )
-            elif kind == "mask":
-                exprs.append(f"torch.rand({_shape_tuple(spec['shape'])}) > 0.5")
-            elif kind == "value":
-                exprs.append(repr(spec["value"]))
-            else:
-                raise ValueError(f"unknown input kind {kind!r}")
+        exprs = [spec.expr() for spec in parse_input_spec(input_spec)]
         lines.append("    return [")
         lines.extend(f"        {e}," for e in exprs)
         lines.append("    ]")
@@ -125,13 +231,14 @@ def mined_inputs(row: dict[str, Any], estimated_only: bool = True) -> tuple[list
     return json.loads(row["mined_input_spec"]), (json.loads(init) if init else [])
 
 
-def spec_numel(spec: dict) -> int:
-    return math.prod(spec["shape"]) if spec["kind"] in ("tensor", "index", "mask") else 0
+def spec_numel(spec: dict | InputSpec) -> int:
+    """Elements of one argument (0 for a value)."""
+    return InputSpec.from_dict(spec).numel
 
 
-def spec_bytes(input_spec: list[dict]) -> int:
+def spec_bytes(input_spec: list[dict] | list[InputSpec]) -> int:
     """Bytes the forward inputs occupy (sum over tensor arguments)."""
-    return sum(spec_numel(s) * _DTYPE_BYTES.get(s.get("dtype", "float32"), 4) for s in input_spec)
+    return sum(s.nbytes for s in parse_input_spec(input_spec))
 
 
 def dumps(obj: Any) -> str:
@@ -199,20 +306,16 @@ def build_inputs(input_spec: list[dict], device: str = "cpu", seed: int | None =
     if seed is not None:
         gen = torch.Generator(device=device).manual_seed(seed)
     out: list[Any] = []
-    for spec in input_spec:
-        kind = spec["kind"]
-        if kind == "tensor":
-            dt = getattr(torch, spec.get("dtype", "float32"))
-            out.append(torch.randn(spec["shape"], dtype=dt, device=device, generator=gen))
-        elif kind == "index":
-            out.append(torch.randint(int(spec.get("low", 0)), int(spec["high"]), spec["shape"], device=device,
-                                     generator=gen))
-        elif kind == "mask":
-            out.append(torch.rand(spec["shape"], device=device, generator=gen) > 0.5)
-        elif kind == "value":
-            out.append(spec["value"])
+    for spec in parse_input_spec(input_spec):
+        if spec.kind == "tensor":
+            dt = getattr(torch, spec.dtype or "float32")
+            out.append(torch.randn(spec.shape, dtype=dt, device=device, generator=gen))
+        elif spec.kind == "index":
+            out.append(torch.randint(spec.low or 0, spec.high, spec.shape, device=device, generator=gen))
+        elif spec.kind == "mask":
+            out.append(torch.rand(spec.shape, device=device, generator=gen) > 0.5)
         else:
-            raise ValueError(f"unknown input kind {kind!r}")
+            out.append(spec.value)
     return out
 
 

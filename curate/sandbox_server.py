@@ -168,12 +168,35 @@ def run_payload(data_fd: int, payload: bytes) -> None:
                    spec["guard"], spec.get("serve", False))
 
 
+#: Builds (or finds in Triton's cache) the C helpers of Triton's CUDA driver, in a process of
+#: its own: about 0.7 s of compiling on a cold cache, which the first Triton kernel of the
+#: first task would otherwise wait for (H100 machine, ``benchmarks/h100-reward.md``). It needs
+#: neither torch nor a CUDA context, so it runs beside this server's own torch import.
+_TRITON_DRIVER_WARMUP = "from triton.backends.nvidia.driver import CudaUtils; CudaUtils()"
+
+
+def _warm_triton_driver(names: list[str]) -> None:
+    """Start :data:`_TRITON_DRIVER_WARMUP` when the preload has triton and the machine an
+    NVIDIA driver; never waits for it (the serve loop reaps it) and never fails."""
+    if "triton" not in names or not os.path.exists("/dev/nvidiactl"):
+        return
+    import subprocess
+
+    try:
+        subprocess.Popen([sys.executable, "-c", _TRITON_DRIVER_WARMUP], stdin=subprocess.DEVNULL,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    except OSError:
+        pass
+
+
 def main(argv: list[str] | None = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     ctl = socket.socket(fileno=int(argv[0]))
     parent = os.getppid()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the caller decides when we end
-    for name in (argv[1].split(",") if len(argv) > 1 and argv[1] else []):
+    names = argv[1].split(",") if len(argv) > 1 and argv[1] else []
+    _warm_triton_driver(names)
+    for name in names:
         try:
             importlib.import_module(name)
         except Exception:  # a preload is an optimisation only

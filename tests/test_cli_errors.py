@@ -96,7 +96,7 @@ CASES = [(stage, *case) for stage in TABLE_STAGES for case in table_cases(stage)
     ("mine", "mistyped flag", ["manifests/default.yaml", "--timeout", "3"], ("No such option: --timeout",)),
     ("run", "yaml syntax", ["{d}/yaml_syntax.pipeline.yaml"], ("not valid YAML",)),
     ("run", "unknown key", ["{d}/unknown_key.pipeline.yaml"],
-     ("dedup: unknown options ['timeout']", "threshold")),
+     ("dedup: unknown option 'timeout'", "dedup takes: threshold, num_perm")),
     ("run", "unknown stage", ["{d}/unknown_stage.pipeline.yaml"], ("unknown stages ['dedupe']",)),
     ("run", "missing pipeline", ["{d}/nowhere.yaml"], ("nowhere.yaml does not exist",)),
     ("run", "empty pipeline", ["{d}/empty.pipeline.yaml"], ("empty pipeline",)),

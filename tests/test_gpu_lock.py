@@ -103,3 +103,47 @@ def test_a_dead_holder_releases_the_lock(tmp_path):
     with GpuLock(path).exclusive():
         pass
     assert time.monotonic() - t < 1.0
+
+
+def test_a_held_lock_makes_inner_requests_no_ops(tmp_path):
+    """A compiled graph asks for the shared lock on every run; while its own worker times it
+    under the exclusive lock that request must neither convert nor release the ``flock``."""
+    path = tmp_path / "gpu.lock"
+    lock = GpuLock(path)
+    other = mp.get_context("spawn")
+    with lock.exclusive():
+        assert lock.held == "exclusive"
+        with lock.shared():
+            assert lock.held == "exclusive"
+        with lock.exclusive():
+            pass
+        # still exclusive after the inner requests: another process cannot read
+        p = other.Process(target=_try_shared, args=(str(path), 0.3, tmp_path / "got"))
+        p.start()
+        p.join()
+        assert not (tmp_path / "got").exists()
+    assert lock.held is None
+    with lock.shared():
+        assert lock.held == "shared"
+        with lock.shared():
+            assert lock.held == "shared"
+        try:
+            with lock.exclusive():
+                raise AssertionError("exclusive inside shared must refuse")
+        except RuntimeError as exc:
+            assert "held shared" in str(exc)
+    assert lock.held is None
+
+
+def _try_shared(path: str, wait_s: float, flag) -> None:
+    import fcntl
+
+    fd = os.open(path, os.O_RDWR)
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            open(flag, "w").close()
+            return
+        except BlockingIOError:
+            time.sleep(0.02)

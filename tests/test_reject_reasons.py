@@ -48,7 +48,7 @@ def test_one_name_per_failure():
     produced = _scanner().reasons()
     # a spec that is not a JSON list: one name in every stage that parses the columns
     files = {w.split(":")[0] for w in produced["bad_input_spec"]}
-    assert {"curate/diversify/stage.py", "curate/measure/stage.py", "curate/rank/__init__.py"} <= files
+    assert {"curate/diversify/stage.py", "curate/measure/stage.py", "curate/rank/stage.py"} <= files
     # the retired spellings are gone; measure uses the conformance names
     assert not {"bad_spec", "non_finite", "forward_error"} & set(produced)
     assert any(w.startswith("curate/measure/") for w in produced["non_finite_output"])

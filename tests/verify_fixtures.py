@@ -9,12 +9,13 @@ from pathlib import Path
 
 import torch
 
+from curate.data import KERNELBENCH_PROBLEMS
 from curate.problem import assemble
 
 HERE = Path(__file__).resolve().parent
 CANDIDATES = HERE / "candidates"
-# CURATE_KERNELBENCH points at another copy (e.g. one carried to a GPU machine)
-KERNELBENCH_JSONL = Path(os.environ.get("CURATE_KERNELBENCH") or HERE.parent.parent / "shared" / "data" / "kernelbench" / "problems.jsonl")
+# KernelBench levels 1-3 ship with the package; CURATE_KERNELBENCH may point at another copy
+KERNELBENCH_JSONL = Path(os.environ.get("CURATE_KERNELBENCH") or KERNELBENCH_PROBLEMS)
 
 # KernelBench's own inputs for 19_ReLU are 4096 x 393216 floats (6 GB): the tests pass a
 # small spec instead, 1,000 elements so the last 256-wide block is partial. randn, unlike
@@ -23,7 +24,7 @@ SMALL_SPEC = [{"kind": "tensor", "shape": [4, 250], "dtype": "float32"}]
 
 
 def kernelbench(name: str, level: int = 1) -> str:
-    """The code of one KernelBench problem from the shared JSONL copy."""
+    """The code of one KernelBench problem from the package's JSONL copy."""
     with KERNELBENCH_JSONL.open() as f:
         for line in f:
             rec = json.loads(line)

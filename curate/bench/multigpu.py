@@ -70,11 +70,11 @@ def load_rows(kernelbench: Path | None, source: Path | None, level: int, limit: 
 
 
 def tasks_for(rows: list[dict[str, Any]], device: str, trials: int, warmup: int,
-              inductor: bool) -> list[dict[str, Any]]:
+              inductor: bool, budget_s: float | None = None) -> list[dict[str, Any]]:
     """Measure tasks as the stage makes them (checks on, the stage's trial budget)."""
     return [dict(code=r["code"], input_spec=r["input_spec"], init_args=r["init_args"], device=device,
                  inductor=inductor, trials=trials, warmup=warmup, cuda_graph="off", profile=False,
-                 name=r["name"]) for r in rows]
+                 name=r["name"], budget_s=budget_s) for r in rows]
 
 
 def _slots(device: str, n: int | None, simulate: int | None) -> list[dict[str, str]]:
@@ -139,7 +139,8 @@ def _loop_on_gpu(kernelbench: Path, level: int, skip: int, limit: int, gpu: str,
 
 
 def phase_medians(kernelbench: Path, level: int, skip: int, limit: int, slots, trials, warmup,
-                  timeout_s, out: Path) -> dict[str, Any]:
+                  timeout_s, out: Path, per_gpu: int = 1, budget_s: float | None = None,
+                  inductor: bool = False) -> dict[str, Any]:
     rows = load_rows(kernelbench, None, level, limit, skip)
     t0 = time.monotonic()
     procs = {s["CUDA_VISIBLE_DEVICES"]: _loop_on_gpu(kernelbench, level, skip, limit,
@@ -150,11 +151,14 @@ def phase_medians(kernelbench: Path, level: int, skip: int, limit: int, slots, t
         p.wait()
     loop_s = time.monotonic() - t0
     print(f"medians: plain loop on {len(slots)} GPUs at once: {loop_s:.0f} s", flush=True)
-    tasks = tasks_for(rows, "cuda", trials, warmup, inductor=False)
+    tasks = tasks_for(rows, "cuda", trials, warmup, inductor=inductor, budget_s=budget_s)
     ours: dict[int, dict[int, dict]] = {}
 
     def engine(k: int) -> None:
-        pool = WorkerPool([slots[k]], device="cuda", timeout_s=timeout_s, compile_workers=0)
+        # per_gpu > 1: the stage's default on a many-core host, measure workers sharing the GPU
+        # (only timed trials hold it alone), with --inductor compiling beside the timing
+        pool = WorkerPool([slots[k]] * per_gpu, device="cuda", timeout_s=timeout_s,
+                          compile_workers=0)
         try:
             ours[k] = dict(pool.map(tasks))
         finally:
@@ -290,6 +294,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trials", type=int, default=100)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--inductor", action="store_true", help="scale: time TorchInductor too (cold caches)")
+    ap.add_argument("--workers-per-gpu", type=int, default=1,
+                    help="medians: measure workers sharing each GPU (the stage's default is more)")
+    ap.add_argument("--budget-s", type=float, default=None,
+                    help="medians: seconds of timed trials per callable (default: the timing default)")
     ap.add_argument("--kill-after", type=int, default=4, help="kill: results before the kill")
     ap.add_argument("--timeout-s", type=float, default=120.0)
     args = ap.parse_args(argv)
@@ -320,7 +328,8 @@ def main(argv: list[str] | None = None) -> int:
     if "medians" in phases:
         report["medians"] = phase_medians(args.kernelbench, args.level, args.medians_skip,
                                           args.medians_limit, slots, args.trials, args.warmup,
-                                          args.timeout_s, args.out)
+                                          args.timeout_s, args.out, args.workers_per_gpu,
+                                          args.budget_s, args.inductor)
     if "kill" in phases:
         report["kill"] = phase_kill(rows, args.device, slots, args.trials, args.warmup, args.timeout_s,
                                     args.kill_after, args.out)

@@ -1,8 +1,8 @@
 """The ``dedup`` stage: exact dedup, MinHash-LSH near-dedup, KernelBench decontamination.
 
 The stage itself is :func:`curate.dedup.stage.run` (its docstring describes the steps and
-the columns). This package module imports nothing heavy, so that dedup's worker processes
-start with only what they use.
+the columns; :class:`curate.dedup.options.DedupOptions` its options). This package module
+imports nothing heavy, so that dedup's worker processes start with only what they use.
 """
 
 from __future__ import annotations

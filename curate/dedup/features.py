@@ -261,11 +261,18 @@ def warm_up(num_perm: int = 128, backend: str = "rminhash") -> None:
     sign(tb.shingles, tb.shingle_offsets, num_perm, backend)
 
 
+def _executor_chunk(shared: tuple, codes: list) -> "FeatureTable":
+    """One chunk's table on an executor's worker (a Ray task); ``shared`` = (num_perm, backend,
+    screen, parse_check, keep_shingles), sent once per worker."""
+    num_perm, backend, screen, parse_check, keep_shingles = shared
+    return featurize_chunk_table(codes, num_perm, backend, screen, parse_check, keep_shingles=keep_shingles)
+
+
 def featurize_table(codes: Sequence, num_perm: int, workers: int | None = None,
                     parallel_min: int | None = None, chunk: int | None = None, backend: str = "rminhash",
                     description: str = "dedup: features", screen=None,
                     parse_check: bool = False, share: bool = True,
-                    keep_shingles: bool = True) -> FeatureTable:
+                    keep_shingles: bool = True, executor=None) -> FeatureTable:
     """:func:`featurize_chunk_table` over many documents in chunks of ``chunk``, with a
     progress bar, on ``workers`` threads (default: one per core). From ``parallel_min``
     documents on, when ``screen`` or ``parse_check`` asks for parsing, on ``workers``
@@ -282,6 +289,8 @@ def featurize_table(codes: Sequence, num_perm: int, workers: int | None = None,
         share: this process takes chunks too (False: from ``parallel_min`` documents on,
             only worker processes do, parsing or not: for a caller with other work, and
             for tests).
+        executor: a :class:`curate.executor.Executor` (Ray) whose tasks featurize every
+            chunk instead (``workers``, ``parallel_min`` and ``share`` then do not apply).
     """
     from curate.progress import progress  # rich: not needed in the workers
 
@@ -301,6 +310,12 @@ def featurize_table(codes: Sequence, num_perm: int, workers: int | None = None,
         return featurize_chunk_table(piece(bounds[k]), num_perm, backend, screen, parse_check,
                                      keep_shingles=keep_shingles)
 
+    if executor is not None:
+        shared = (num_perm, backend, screen, parse_check, keep_shingles)
+        stream = executor.map(_executor_chunk, [piece(b) for b in bounds], shared=shared)
+        table = FeatureTable.concat(list(progress(stream, len(bounds), description)), num_perm)
+        table.chunks_in_workers = len(bounds)
+        return table
     parsing = screen is not None or parse_check
     if n < parallel_min or workers <= 1 or len(bounds) < 2 or (share and not parsing):
         if workers > 1 and len(bounds) > 1:

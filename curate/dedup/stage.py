@@ -56,7 +56,6 @@ import os
 import time
 from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -72,7 +71,9 @@ from curate.dedup.features import FeatureTable, featurize_table
 from curate.dedup.minhash import BACKENDS, candidate_arrays, components, jaccard
 from curate.dedup.reference import ReferenceUnavailable, resolve
 from curate.dedup.tokens import normalize_batch
-from curate.table import REJECT_COLUMNS, previous_stage, read_problems, stage_dir, write_stage
+from curate.executor import executor_for
+from curate.harness.stage import StageRun, stage
+from curate.table import REJECT_COLUMNS, read_problems
 
 __all__ = ["run", "ReferenceUnavailable"]
 
@@ -185,13 +186,13 @@ class _Rows:
         return len(self.rows)
 
 
-def run(out: Path | str, source: Path | str | None = None, threshold: float = 0.8,
-        num_perm: int = 128, kernelbench: str = "auto",
-        contamination_threshold: float = 0.6, backend: str = "rminhash",
-        workers: int | None = None, parse_check: bool = False) -> dict[str, Any]:
+@stage(STAGE)
+def run(sr: StageRun, threshold: float, num_perm: int, kernelbench: str,
+        contamination_threshold: float, backend: str, workers: int | None,
+        parse_check: bool, executor: str, ray_address: str | None) -> dict[str, Any]:
     """Dedup and decontaminate a problem table; write ``OUT/dedup``; return its stats.
 
-    Args:
+    Options (:class:`curate.dedup.options.DedupOptions`):
         out: run folder.
         source: a stage folder or parquet to read instead of ``OUT/mine``.
         threshold: estimated Jaccard (0-1] at and above which two problems are near-duplicates.
@@ -206,6 +207,9 @@ def run(out: Path | str, source: Path | str | None = None, threshold: float = 0.
             (default: all cores; 1: this thread only).
         parse_check: parse every problem with ``ast`` and reject the ones that do not
             parse (a few ms per problem; without it the check is token-level).
+        executor: ``local`` or ``ray``: where documents are featurized (Ray tasks over chunks
+            of the table, :mod:`curate.executor`); the grouping and decisions run here.
+        ray_address: the Ray cluster to join (``executor="ray"``; None starts a local one).
     Returns:
         The stats written to ``OUT/dedup/stats.json``: the table's counts plus ``clusters``,
         ``exact_duplicates``, ``near_duplicates``, ``decontamination`` (``"done"`` or
@@ -216,20 +220,25 @@ def run(out: Path | str, source: Path | str | None = None, threshold: float = 0.
         ReferenceUnavailable: the KernelBench reference could not be found or loaded.
         FileNotFoundError: no input table.
     """
-    t0 = time.monotonic()
+    t0 = sr.t0
     steps: dict[str, float] = {}
     _check(threshold, num_perm, contamination_threshold, backend)
     reference = resolve(kernelbench)  # before the work, so a bad option fails fast
-    df = read_problems(source if source is not None else stage_dir(out, previous_stage(STAGE)))
+    df = read_problems(sr.input)
     codes = df["code"] if "code" in df.columns else pl.Series("code", [None] * df.height, pl.String)
     index = ReferenceIndex.build(reference, num_perm, backend) if reference is not None else None
     steps["read"] = time.monotonic() - t0
 
     t = time.monotonic()
     keep = int(codes.str.len_bytes().sum() or 0) <= KEEP_SHINGLES_MAX_CODE_BYTES
-    feats = featurize_table(codes, num_perm, workers, backend=backend, parse_check=parse_check,
-                            screen=index.screen(contamination_threshold) if index else None,
-                            keep_shingles=keep)
+    ex, owned = executor_for(executor, workers, ray_address)
+    try:
+        feats = featurize_table(codes, num_perm, workers, backend=backend, parse_check=parse_check,
+                                screen=index.screen(contamination_threshold) if index else None,
+                                keep_shingles=keep, executor=ex)
+    finally:
+        if owned:
+            ex.close()
     steps["features"] = time.monotonic() - t
 
     # One entry per distinct normalized text; identical texts share everything below.
@@ -304,7 +313,7 @@ def run(out: Path | str, source: Path | str | None = None, threshold: float = 0.
         **counts, **ref_info,
         "step_seconds": {k: round(v, 3) for k, v in steps.items()},
     }
-    return write_stage(out, STAGE, kept, rejected, df.height, time.monotonic() - t0, extra)
+    return sr.write(kept, rejected, df.height, extra)
 
 
 def _decide(df: pl.DataFrame, feats: FeatureTable, doc_of: np.ndarray, comp: np.ndarray,

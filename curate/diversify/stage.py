@@ -51,9 +51,7 @@ The stage resumes from ``OUT/diversify/_journal.jsonl`` when restarted with equa
 from __future__ import annotations
 
 import json
-import time
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -63,8 +61,9 @@ from curate.diversify.plan import plan_task
 from curate.journal import Journal, content_key
 from curate.problem import INPUTS_MARKER, dumps, replace_inputs
 from curate.progress import progress
-from curate.sandbox import Sandbox
-from curate.table import Rejections, read_problems, stage_dir, write_stage
+from curate.executor import executor_for, sandboxed_map
+from curate.harness.stage import StageRun, stage
+from curate.table import Rejections, read_problems
 
 #: Share of ``timeout_s`` after which planning starts no further estimate.
 DEADLINE_SHARE = 0.7
@@ -96,13 +95,13 @@ def resolve_device(device: str) -> str:
     raise ValueError(f"device {device!r} requested but CUDA is not available")
 
 
-def run(out: Path | str, source: Path | str | None = None, variants: int = 3,
-        band_ms: tuple[float, float] = (0.5, 10.0), target_gpu: str = "h100",
-        mem_budget_mb: int = 4096, device: str = "auto", workers: int | None = None,
-        timeout_s: float = 60.0, mem_mb: int | None = None) -> dict[str, Any]:
+@stage("diversify")
+def run(sr: StageRun, variants: int, band_ms: tuple[float, float], target_gpu: str,
+        mem_budget_mb: int, device: str, workers: int | None, timeout_s: float,
+        mem_mb: int | None, executor: str, ray_address: str | None) -> dict[str, Any]:
     """Plan (and on a GPU, calibrate) in-band shapes for ``OUT/dedup`` into ``OUT/diversify``.
 
-    Args:
+    Options (:class:`curate.diversify.options.DiversifyOptions`):
         variants: in-band shapes wanted per problem (the primary and ``variants - 1`` more,
             spread across the band); a held-out odd-size shape comes on top.
         band_ms: ``(lo, hi)``: the eager median wanted on ``target_gpu`` (ms).
@@ -114,13 +113,15 @@ def run(out: Path | str, source: Path | str | None = None, variants: int = 3,
         workers: concurrent planning processes (default: CPU count).
         timeout_s: wall-clock seconds to plan one problem (and to calibrate it on a GPU).
         mem_mb: address-space budget of a planning process (MiB); default 8192.
+        executor: ``local`` (sandboxed processes here) or ``ray`` (a sandboxed Ray task per
+            problem, :mod:`curate.executor`); calibration on a GPU runs on this host.
+        ray_address: the Ray cluster to join (``executor="ray"``; None starts a local one).
     Returns:
         The stage stats (:func:`curate.table.write_stage`) with ``rows_out``, ``band_ms``,
         ``target_gpu``, ``device``, ``families``, ``shapes_histogram`` and ``before_est_ms``.
     Raises:
         FileNotFoundError: no input table. ValueError: a bad band, variant count or GPU.
     """
-    t0 = time.monotonic()
     lo, hi = float(band_ms[0]), float(band_ms[1])
     if not 0 < lo < hi:
         raise ValueError(f"band_ms must be 0 < LO < HI, got {band_ms}")
@@ -128,13 +129,13 @@ def run(out: Path | str, source: Path | str | None = None, variants: int = 3,
         raise ValueError("variants must be >= 1")
     gpu_profile(target_gpu)
     dev = resolve_device(device)
-    df = read_problems(Path(source) if source else stage_dir(out, "dedup"))
+    df = read_problems(sr.input)
     rows = df.to_dicts()
     rejects = Rejections("diversify")
     budget = int(mem_budget_mb * 2**20)
     settings = {"variants": variants, "band": [lo, hi], "gpu": target_gpu, "mem_budget_mb": mem_budget_mb,
                 "timeout_s": timeout_s, "device": dev.split(":")[0], "plan": 2}
-    journal = Journal(stage_dir(out, "diversify") / "_journal.jsonl", settings)
+    journal = Journal(sr.dir / "_journal.jsonl", settings)
 
     parsed: dict[int, tuple[list, list]] = {}
     plans: dict[int, dict[str, Any]] = {}
@@ -157,13 +158,18 @@ def run(out: Path | str, source: Path | str | None = None, variants: int = 3,
                 timeout_s * DEADLINE_SHARE)
         jobs.append((i, key, args))
 
-    sandbox = Sandbox(workers=workers, timeout_s=timeout_s, mem_mb=mem_mb or 8192)
-    for j, outcome in progress(sandbox.map(plan_task, [(a, {}) for _, _, a in jobs]), len(jobs),
-                               "diversify: plan"):
-        i, key, _ = jobs[j]
-        res = outcome.value if outcome.ok else {"ok": False, "detail": f"{outcome.status}: {outcome.error}"}
-        plans[i] = res
-        journal.add(key, res)
+    ex, owned = executor_for(executor, workers, ray_address)
+    try:
+        stream = sandboxed_map(plan_task, [(a, {}) for _, _, a in jobs], executor=ex, workers=workers,
+                               timeout_s=timeout_s, mem_mb=mem_mb or 8192)
+        for j, outcome in progress(stream, len(jobs), "diversify: plan"):
+            i, key, _ = jobs[j]
+            res = outcome.value if outcome.ok else {"ok": False, "detail": f"{outcome.status}: {outcome.error}"}
+            plans[i] = res
+            journal.add(key, res)
+    finally:
+        if owned:
+            ex.close()
 
     calib: dict[int, dict[str, Any]] = {}
     if dev.startswith("cuda"):
@@ -201,15 +207,14 @@ def run(out: Path | str, source: Path | str | None = None, variants: int = 3,
 
     kept_df = _frame(kept, df)
     before.sort()
-    stats = write_stage(out, "diversify", kept_df, rejects.frame(df), rows_in=len(rows),
-                        seconds=time.monotonic() - t0, kept_in=kept_in,
-                        extra={"variants_requested": variants, "band_ms": [lo, hi], "target_gpu": target_gpu,
-                               "device": dev, "mem_budget_mb": mem_budget_mb,
-                               "shapes_histogram": {str(k): v for k, v in sorted(hist.items())},
-                               "primary_families": dict(fams.most_common()),
-                               "before_est_ms": _quantiles(before), "before_calib_ms": _quantiles(mined_ms),
-                               "gpu": next((c.get("gpu") for c in calib.values() if c.get("gpu")), None),
-                               "resumed": journal.resumed})
+    stats = sr.write(kept_df, rejects.frame(df), len(rows), kept_in=kept_in,
+                    extra={"variants_requested": variants, "band_ms": [lo, hi], "target_gpu": target_gpu,
+                           "device": dev, "mem_budget_mb": mem_budget_mb,
+                           "shapes_histogram": {str(k): v for k, v in sorted(hist.items())},
+                           "primary_families": dict(fams.most_common()),
+                           "before_est_ms": _quantiles(before), "before_calib_ms": _quantiles(mined_ms),
+                           "gpu": next((c.get("gpu") for c in calib.values() if c.get("gpu")), None),
+                           "resumed": journal.resumed})
     journal.remove()
     return stats
 

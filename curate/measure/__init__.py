@@ -11,24 +11,20 @@ machine can run them without curate's CPU-side dependencies):
 - :mod:`.gpu_lock`: keeps timed trials alone on the GPU;
 - :mod:`.worker`: persistent worker processes (measure and compile-ahead) and their pool;
 - :mod:`.stats`: rank statistics for benchmarks;
-- :mod:`.stage`: the stage itself (polars), imported only when :func:`run` is called.
+- :mod:`.options`: the stage's options;
+- :mod:`.stage`: the stage itself (polars), imported only when :func:`run` is asked for.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 __all__ = ["run"]
 
 
-def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
-        inductor: bool | None = None, min_ms: float = 0.0, max_ms: float = 10_000.0,
-        trials: int = 100, warmup: int = 3, timeout_s: float = 300.0, workers: int | None = None,
-        **kwargs: Any) -> dict[str, Any]:
-    """Run the measure stage; see :func:`curate.measure.stage.run` for the arguments."""
-    from curate.measure.stage import run as _run
+def __getattr__(name: str) -> Any:
+    if name == "run":  # see curate.measure.stage.run
+        from curate.measure.stage import run
 
-    return _run(out=out, source=source, device=device, inductor=inductor, min_ms=min_ms,
-                max_ms=max_ms, trials=trials, warmup=warmup, timeout_s=timeout_s,
-                workers=workers, **kwargs)
+        return run
+    raise AttributeError(f"module 'curate.measure' has no attribute {name!r}")

@@ -33,36 +33,17 @@ from typing import Any
 
 import torch
 
-from curate.measure.core import _CUDA_ERROR_MARKERS, _build_model, _cache_counts, _make_inputs
+from curate.measure.core import (_CUDA_ERROR_MARKERS, _build_model, _cache_counts, _make_inputs,
+                                 locked_inductor, mark_batch_dynamic)
 from curate.measure.timing import synchronize
 from curate.problem import load_problem
 
 _MEMORY_MARKERS = ("out of memory", "can't allocate memory", "MemoryError")
 
 
-def _locked_backend(lock: Any):
-    """Dynamo backend: Inductor's ``compile_fx`` (what ``torch.compile``'s default
-    ``"inductor"`` backend calls), unlocked, and the compiled graph's runs under the lock."""
-    from torch._inductor.compile_fx import compile_fx
-
-    def backend(gm, example_inputs):
-        compiled = compile_fx(gm, example_inputs)
-
-        def run(*args):
-            with lock.shared():
-                out = compiled(*args)
-                if torch.cuda.is_available():
-                    torch.cuda.synchronize()
-            return out
-
-        return run
-
-    return backend
-
-
 def precompile(code: str, input_spec: list | None = None, init_args: list | None = None, *,
                device: str = "cuda", seed: int = 0, name: str = "problem", lock: Any = None,
-               **_ignored: Any) -> dict[str, Any]:
+               dynamic_batch: bool = False, **_ignored: Any) -> dict[str, Any]:
     """Compile one problem as :func:`curate.measure.core.measure_problem` will, so its
     compile becomes a cache hit there.
 
@@ -70,6 +51,7 @@ def precompile(code: str, input_spec: list | None = None, init_args: list | None
         code, input_spec, init_args, device, seed, name: as in ``measure_problem`` (the
             same values give the same graphs, hence the same cache keys); other task keys
             are ignored, so a measurement task can be passed as it is.
+        dynamic_batch: as in ``measure_problem`` (the batch dimension marked dynamic).
         lock: the GPU lock (:class:`curate.measure.gpu_lock.GpuLock`); None: no lock.
     Returns:
         ``{"status": "ok" | "error" | "memory" | "crash", "detail": str, "seconds": float,
@@ -95,7 +77,9 @@ def precompile(code: str, input_spec: list | None = None, init_args: list | None
             synchronize(dev)
         torch._dynamo.reset()
         before = _cache_counts()
-        compiled = torch.compile(state["model"], backend=_locked_backend(lock))
+        if dynamic_batch:
+            mark_batch_dynamic(state["inputs"])
+        compiled = torch.compile(state["model"], backend=locked_inductor(lock))
         with torch.no_grad():
             compiled(*state["inputs"])
         synchronize(dev)

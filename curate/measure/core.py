@@ -168,6 +168,35 @@ def _exclusive():
     return _LOCK.exclusive if _LOCK is not None else None
 
 
+def _shared():
+    """The GPU lock held shared around untimed GPU work (a no-op without a lock)."""
+    return _LOCK.shared() if _LOCK is not None else nullcontext()
+
+
+def locked_inductor(lock: Any):
+    """A Dynamo backend: Inductor's ``compile_fx`` (what ``torch.compile``'s default
+    ``"inductor"`` backend calls, so the FX-graph cache keys are the same), compiled without
+    the GPU lock, the compiled graph's runs under it held shared. Inside a held lock (the
+    timed trials) a run is the bare compiled call: no lock, no extra synchronisation."""
+    from torch._inductor.compile_fx import compile_fx
+
+    def backend(gm, example_inputs):
+        compiled = compile_fx(gm, example_inputs)
+
+        def run(*args):
+            if lock.held:
+                return compiled(*args)
+            with lock.shared():
+                out = compiled(*args)
+                if torch.cuda.is_available():
+                    torch.cuda.synchronize()
+            return out
+
+        return run
+
+    return backend
+
+
 def measure_problem(code: str, input_spec: list | None = None, init_args: list | None = None, *,
                     device: str = "cpu", inductor: bool = False, compile_required: bool | None = None,
                     trials: int = 100, warmup: int = 3, min_ms: float = 0.0, max_ms: float = 10_000.0,
@@ -175,7 +204,7 @@ def measure_problem(code: str, input_spec: list | None = None, init_args: list |
                     stop_on_reject: bool = True, name: str = "problem", profile: bool | None = None,
                     cuda_graph: str = "auto", precompile: dict | None = None,
                     suspicious_speedup: float = SUSPICIOUS_SPEEDUP, conform: bool = False,
-                    conform_trials: int = 2) -> dict[str, Any]:
+                    conform_trials: int = 2, dynamic_batch: bool = False) -> dict[str, Any]:
     """Check and time one KernelBench-format problem on ``device``.
 
     Args:
@@ -206,6 +235,10 @@ def measure_problem(code: str, input_spec: list | None = None, init_args: list |
             (:func:`curate.conform.check`, ``conform_trials`` input sets); its failure reason
             (``exec_fails``, ``non_tensor_output``, ``seed_unstable``, ...) rejects the
             problem, and its result is ``conformance``.
+        dynamic_batch: compile with dimension 0 of the inputs marked dynamic
+            (:func:`mark_batch_dynamic`), so the shape variants of one base problem share a
+            compiled graph; a graph that fails so is compiled static. The result's
+            ``compile_dynamic_batch`` says which one was timed.
     Returns:
         dict with ``reason`` (None when the problem passed), ``detail``, ``flags``, ``notes``,
         ``fatal``, ``device``, ``gpu``, ``torch_version``, ``eager`` and ``compile`` (timing
@@ -242,7 +275,8 @@ def measure_problem(code: str, input_spec: list | None = None, init_args: list |
             "warmup": warmup, "min_ms": min_ms, "max_ms": max_ms, "budget_s": budget_s,
             "seed": seed, "checks_on": checks_on, "profile": profile and dev.type == "cuda",
             "cuda_graph": cuda_graph if dev.type == "cuda" else "off", "precompile": precompile,
-            "suspicious_speedup": suspicious_speedup, "conform": conform, "conform_trials": conform_trials}
+            "suspicious_speedup": suspicious_speedup, "conform": conform, "conform_trials": conform_trials,
+            "dynamic_batch": dynamic_batch}
 
     def flag(reason: str, detail: str) -> None:
         res["flags"].append(reason)
@@ -309,7 +343,8 @@ def _run(res, state, flag, code, input_spec, init_args, dev, name, opts) -> None
     secs = res["seconds"]
     if opts["conform"]:
         t = time.perf_counter()
-        res["conformance"] = conf = conformance_check(code, str(dev), opts["conform_trials"])
+        with _shared():
+            res["conformance"] = conf = conformance_check(code, str(dev), opts["conform_trials"])
         secs["conformance"] = time.perf_counter() - t
         if conf["reason"]:
             if dev.type == "cuda" and any(m in conf["detail"] for m in _CUDA_ERROR_MARKERS):
@@ -326,29 +361,33 @@ def _run(res, state, flag, code, input_spec, init_args, dev, name, opts) -> None
     init = list(init_args) if init_args is not None else list(ns["get_init_inputs"]())
     cuda = dev.type == "cuda"
     seed = opts["seed"]
-    if cuda:
+    with _shared():
+        if cuda:
+            synchronize(dev)
+            torch.cuda.reset_peak_memory_stats(dev)
+            base = torch.cuda.memory_allocated(dev)
+        else:
+            base = _reset_peak_rss()
+        model = _build_model(ns, init, dev, seed)
+        state["model"] = model
+        inputs = _make_inputs(ns, input_spec, dev, seed + 1)
+        state["inputs"] = inputs
+        state["step"] = "forward_fails"
+        with torch.no_grad():
+            out = model(*inputs)
         synchronize(dev)
-        torch.cuda.reset_peak_memory_stats(dev)
-        base = torch.cuda.memory_allocated(dev)
-    else:
-        base = _reset_peak_rss()
-    model = _build_model(ns, init, dev, seed)
-    state["model"] = model
-    inputs = _make_inputs(ns, input_spec, dev, seed + 1)
-    state["inputs"] = inputs
-    state["step"] = "forward_fails"
-    with torch.no_grad():
-        out = model(*inputs)
-    synchronize(dev)
-    state["out"] = out
+        state["out"] = out
     peak = (torch.cuda.max_memory_allocated(dev) - base) if cuda else (_peak_rss_bytes() - base)
     res["peak_mem_mb"] = round(max(0, peak) / 2**20, 3)
     secs["load"] = time.perf_counter() - t0
 
     if opts["checks_on"]:
         t = time.perf_counter()
-        _checks(flag, ns, model, out, input_spec, init, dev, seed)
-        secs["checks"] = time.perf_counter() - t
+        try:
+            with _shared():
+                _checks(flag, ns, model, out, input_spec, init, dev, seed)
+        finally:
+            secs["checks"] = time.perf_counter() - t
 
     t = time.perf_counter()
     flush = _flush_for(dev)
@@ -369,7 +408,8 @@ def _run(res, state, flag, code, input_spec, init_args, dev, name, opts) -> None
     if opts["profile"]:
         t = time.perf_counter()
         try:
-            res["profile"] = library_share(forward)
+            with _shared():
+                res["profile"] = library_share(forward)
         except Exception as exc:  # the profiler is a label, not a gate
             res["profile"] = {"error": f"{type(exc).__name__}: {exc}"[:300]}
         secs["profile"] = time.perf_counter() - t
@@ -421,6 +461,40 @@ def _checks(flag, ns, model, out, input_spec, init, dev, seed) -> None:
     del other, out_b
 
 
+def mark_batch_dynamic(inputs: list[Any]) -> bool:
+    """Mark dimension 0 of every input tensor dynamic for Dynamo, softly
+    (``torch._dynamo.maybe_mark_dynamic``: the trace specialises it again where the code needs
+    a fixed size). A base problem's shape variants then compile to one graph with a symbolic
+    batch, which Inductor's FX-graph cache serves to every variant after the first. Returns
+    whether anything was marked."""
+    marked = False
+    for t in inputs:
+        if isinstance(t, torch.Tensor) and t.dim() >= 1 and t.shape[0] > 1:
+            torch._dynamo.maybe_mark_dynamic(t, 0)
+            marked = True
+    return marked
+
+
+def unmark_dynamic(inputs: list[Any]) -> None:
+    """Undo :func:`mark_batch_dynamic` (the attribute Dynamo reads its marks from)."""
+    for t in inputs:
+        for attr in ("_dynamo_weak_dynamic_indices", "_has_dynamo_dim_marking"):
+            if isinstance(t, torch.Tensor) and hasattr(t, attr):
+                delattr(t, attr)
+
+
+def _compile_and_run(model: torch.nn.Module, inputs: list[Any], dev: torch.device):
+    """``torch.compile(model)`` and its first call (the compile happens there). Beside other
+    measure workers (a GPU lock is set) the graph is compiled unlocked and run shared."""
+    compiled = torch.compile(model) if _LOCK is None else \
+        torch.compile(model, backend=locked_inductor(_LOCK))
+    with torch.no_grad():
+        out_c = compiled(*inputs)
+    with _shared():
+        synchronize(dev)
+    return compiled, out_c
+
+
 def _cache_counts() -> dict[str, int]:
     from torch._dynamo.utils import counters
 
@@ -447,11 +521,18 @@ def _inductor(res, state, flag, model, inputs, out, dev, opts, flush, graph) -> 
     torch._dynamo.reset()
     before = _cache_counts()
     t = time.perf_counter()
+    dynamic = opts.get("dynamic_batch") and mark_batch_dynamic(inputs)
     try:
-        compiled = torch.compile(model)
-        with torch.no_grad():
-            out_c = compiled(*inputs)
-        synchronize(dev)
+        try:
+            compiled, out_c = _compile_and_run(model, inputs, dev)
+        except Exception:
+            if not dynamic:
+                raise
+            # a graph Inductor cannot build with a symbolic batch: the static compile decides
+            unmark_dynamic(inputs)
+            torch._dynamo.reset()
+            dynamic = False
+            compiled, out_c = _compile_and_run(model, inputs, dev)
     except Exception as exc:
         stop = _failure(exc, "compile_error", dev)
         if stop.reason != "compile_error":
@@ -462,10 +543,12 @@ def _inductor(res, state, flag, model, inputs, out, dev, opts, flush, graph) -> 
             flag("compile_error", stop.detail)
         return
     res["compile_s"] = time.perf_counter() - t
+    res["compile_dynamic_batch"] = bool(dynamic)
     secs["compile"] = res["compile_s"]
     after = _cache_counts()
     res["compile_cache"] = {k: after[k] - before[k] for k in after}
-    res["compile_max_abs_diff"] = checks.max_abs_diff(out, out_c)
+    with _shared():
+        res["compile_max_abs_diff"] = checks.max_abs_diff(out, out_c)
     del out_c
 
     def forward():

@@ -6,6 +6,11 @@ The measurement worker times with the lock held *exclusively*; compile-ahead wor
 release it while they compile on the CPU. So compiles overlap timing, while no kernel of
 ours runs beside a timed trial.
 
+Several measure workers may share one GPU the same way: each builds, checks and compiles its
+problem under the shared lock (or none) and takes the lock exclusively only for its timed
+trials. Inside a held lock a further request is a no-op (a compiled graph that takes the
+shared lock while its worker times it exclusively), so the two modes never nest in ``flock``.
+
 Built on ``fcntl.flock`` over two files next to each other: the lock itself, and a
 *turnstile* that a writer holds while it waits, so a stream of readers cannot starve it
 (the classic writer-preferring construction). ``flock`` locks belong to the open file
@@ -37,10 +42,26 @@ class GpuLock:
         self._gate = os.open(self.path + ".turnstile", os.O_RDWR | os.O_CREAT, 0o600)
         #: seconds spent waiting for the lock, by mode (for the stage's overhead figures)
         self.waited = {"shared": 0.0, "exclusive": 0.0}
+        self._held: str | None = None
+
+    @property
+    def held(self) -> str | None:
+        """The mode this process holds the lock in (``"shared"``, ``"exclusive"``) or None."""
+        return self._held
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:
-        """Hold the lock alone (timed trials)."""
+        """Hold the lock alone (timed trials); a no-op while already held exclusively.
+
+        Raises:
+            RuntimeError: asked for while this process holds the lock shared (``flock``
+                would convert the lock, and the inner release would drop it).
+        """
+        if self._held == "exclusive":
+            yield
+            return
+        if self._held == "shared":
+            raise RuntimeError("GpuLock.exclusive() requested while the lock is held shared")
         t = time.perf_counter()
         fcntl.flock(self._gate, fcntl.LOCK_EX)
         try:
@@ -48,22 +69,29 @@ class GpuLock:
         finally:
             fcntl.flock(self._gate, fcntl.LOCK_UN)
         self.waited["exclusive"] += time.perf_counter() - t
+        self._held = "exclusive"
         try:
             yield
         finally:
+            self._held = None
             fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     @contextmanager
     def shared(self) -> Iterator[None]:
-        """Hold the lock with other readers (untimed GPU work)."""
+        """Hold the lock with other readers (untimed GPU work); a no-op while held either way."""
+        if self._held is not None:
+            yield
+            return
         t = time.perf_counter()
         fcntl.flock(self._gate, fcntl.LOCK_EX)  # waits behind a writer that is queued
         fcntl.flock(self._gate, fcntl.LOCK_UN)
         fcntl.flock(self._fd, fcntl.LOCK_SH)
         self.waited["shared"] += time.perf_counter() - t
+        self._held = "shared"
         try:
             yield
         finally:
+            self._held = None
             fcntl.flock(self._fd, fcntl.LOCK_UN)
 
     def close(self) -> None:
@@ -78,6 +106,7 @@ class NoLock:
     """Stands in for :class:`GpuLock` where nothing shares the device."""
 
     waited = {"shared": 0.0, "exclusive": 0.0}
+    held = None
 
     @contextmanager
     def exclusive(self) -> Iterator[None]:

@@ -47,8 +47,6 @@ from __future__ import annotations
 
 import json
 import math
-import time
-from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -59,10 +57,8 @@ from curate.measure.core import measure_problem
 from curate.journal import Journal, content_key
 from curate.progress import progress
 from curate.sandbox import Sandbox
-from curate.table import Rejections, read_problems, stage_dir, write_stage
-
-#: Address-space budget of a CPU measurement process (MiB).
-CPU_MEM_MB = 8192
+from curate.harness.stage import StageRun, stage
+from curate.table import Rejections, read_problems
 
 FLOAT_COLUMNS = ("eager_ms", "eager_mean_ms", "eager_std_ms", "eager_p10_ms", "eager_p90_ms",
                  "compile_ms", "compile_std_ms", "compile_s", "inductor_speedup",
@@ -133,17 +129,16 @@ def _typed(rows: list[dict[str, Any]], like: pl.DataFrame) -> pl.DataFrame:
     return df.with_columns(casts)
 
 
-def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
-        inductor: bool | None = None, min_ms: float = 0.0, max_ms: float = 10_000.0,
-        trials: int = 100, warmup: int = 3, timeout_s: float = 300.0, workers: int | None = None,
-        budget_s: float | None = None, mem_mb: int = CPU_MEM_MB,
-        compile_workers: int | None = None, gpu_mem_fraction: float | None = None,
-        cuda_graph: str = "auto", profile: bool | None = None,
-        inductor_cache: str | None = None, band: bool = True, conform: bool = True,
-        min_shapes: int = 3, executor: str = "local", ray_address: str | None = None) -> dict[str, Any]:
+@stage("measure")
+def run(sr: StageRun, device: str, inductor: bool | None, min_ms: float, max_ms: float,
+        trials: int, warmup: int, timeout_s: float, workers: int | None,
+        budget_s: float | None, mem_mb: int, compile_workers: int | None,
+        gpu_mem_fraction: float | None, cuda_graph: str, profile: bool | None,
+        inductor_cache: str | None, band: bool, conform: bool, min_shapes: int, executor: str,
+        ray_address: str | None, dynamic_batch: bool) -> dict[str, Any]:
     """Measure ``OUT/diversify`` (or ``source``) into ``OUT/measure``; return the stage stats.
 
-    Args:
+    Options (:class:`curate.measure.options.MeasureOptions`):
         device: ``auto``, ``cpu``, ``cuda`` or ``cuda:N``.
         inductor: time TorchInductor too (default: on CUDA yes, on CPU no).
         min_ms, max_ms: eager median band (ms); outside it a row is ``too_fast``/``too_slow``.
@@ -152,11 +147,16 @@ def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
             on CUDA (3 on the CPU); a timing whose coefficient of variation exceeds 0.1 is
             repeated once (CUDA).
         timeout_s: wall-clock seconds per row (all checks, timings and the compile).
-        workers: CUDA: measure workers (default one per GPU); CPU: concurrent sandboxed
-            measurements (default 1, for timing fidelity).
+        workers: CUDA: measure workers in all (default one per GPU), GPUs taken in turn.
+            Several on one GPU share it through its lock: each builds, checks and compiles
+            its own problem while another times, only timed trials hold the GPU alone, and
+            each may allocate 0.85 / (workers on its GPU) of the GPU's memory (past it a row
+            is ``memory``); compile-ahead is then off. CPU: concurrent sandboxed measurements
+            (default 1, for timing fidelity).
         mem_mb: address-space budget of a CPU measurement process (MiB).
-        compile_workers: CUDA: compile-ahead workers per GPU (default: the spare cores, at
-            most 8; 0 turns compile-ahead off).
+        compile_workers: CUDA: compile-ahead workers per GPU (default: none when several
+            measure workers share a GPU, which compile their own problems; else the spare
+            cores, at most 8; 0 turns compile-ahead off).
         gpu_mem_fraction: CUDA: share of the GPU's memory the measure worker may allocate
             (default 0.5 beside compile-ahead workers, else 0.9); past it a row is ``memory``.
         cuda_graph: CUDA: ``auto`` also times CUDA-graph replays of launch-bound problems
@@ -181,17 +181,22 @@ def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
             worker died is measured again on another GPU, once.
         ray_address: the Ray cluster to join (``auto``, ``ray://head:10001``); None starts a
             local Ray instance for the run (``executor="ray"`` only).
+        dynamic_batch: CUDA: TorchInductor compiles a row of a base problem with its batch
+            dimension marked dynamic (:func:`curate.measure.core.mark_batch_dynamic`), so the
+            base problem's shape variants share one graph through Inductor's FX-graph cache
+            instead of each compiling its own; ``compile_dynamic_batch`` says per row whether
+            the timed graph had a symbolic batch. Rows are measured primaries first, so the
+            variants find their graph compiled.
     Raises:
         ValueError: bad ``device`` (see :func:`resolve_device`) or ``executor``; a CUDA run
             on a Ray cluster without GPUs.
         RuntimeError: ``executor="ray"`` without the ray package.
         FileNotFoundError: no input table.
     """
-    t0 = time.monotonic()
     dev = resolve_device(device)
     cuda = dev.startswith("cuda")
     inductor = cuda if inductor is None else bool(inductor)
-    df = read_problems(Path(source) if source else stage_dir(out, "diversify"))
+    df = read_problems(sr.input)
     rows = df.to_dicts()
     rejects = Rejections("measure")
 
@@ -204,8 +209,8 @@ def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
     settings = {"device": dev, "inductor": inductor, "min_ms": min_ms, "max_ms": max_ms,
                 "trials": trials, "warmup": warmup, "budget_s": budget_s, "timeout_s": timeout_s,
                 "cuda_graph": cuda_graph, "profile": profile, "gpu_mem_fraction": gpu_mem_fraction,
-                "conform": conform}
-    journal = Journal(stage_dir(out, "measure") / "_journal.jsonl", settings)
+                "conform": conform, "dynamic_batch": dynamic_batch}
+    journal = Journal(sr.dir / "_journal.jsonl", settings)
     jobs: list[tuple[int, str, dict[str, Any]]] = []  # row index, journal key, task
     tagged: dict[int, list[str]] = {}  # row index -> notes the stage adds
     results: dict[int, dict[str, Any]] = {}
@@ -238,7 +243,11 @@ def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
                     warmup=warmup, min_ms=min_ms, max_ms=max_ms, budget_s=budget_s,
                     cuda_graph=cuda_graph, profile=profile, name=str(row.get("problem_id") or i),
                     conform=conform)
+        if dynamic_batch and cuda and inductor and row.get("base_problem_id"):
+            task["dynamic_batch"] = True
         jobs.append((i, key, task))
+    # primaries first: a variant measured later finds its base problem's graph in the cache
+    jobs.sort(key=lambda job: rows[job[0]].get("shape_role") not in (None, "primary"))
 
     extra: dict[str, Any] = {"device": dev, "inductor": inductor, "band_ms": [min_ms, max_ms],
                              "trials": trials, "warmup": warmup, "resumed": journal.resumed}
@@ -279,7 +288,7 @@ def run(out: Path | str, source: Path | str | None = None, device: str = "auto",
         speedups = kept_df["inductor_speedup"].drop_nulls()
         if speedups.len():
             extra["inductor_speedup_geomean"] = math.exp(speedups.log().mean())
-    stats = write_stage(out, "measure", kept_df, rej_df, len(rows), time.monotonic() - t0, extra)
+    stats = sr.write(kept_df, rej_df, len(rows), extra)
     journal.remove()
     return stats
 
@@ -373,12 +382,13 @@ def _measure_cpu(jobs, workers, timeout_s, mem_mb, journal, results) -> None:
 
 
 def _gpu_workers(dev: str, workers: int | None) -> tuple[list[dict[str, str]], str]:
-    """The measure workers' environments (one ``CUDA_VISIBLE_DEVICES`` each) and device."""
+    """The measure workers' environments (one ``CUDA_VISIBLE_DEVICES`` each, GPUs taken in
+    turn) and device: ``workers`` in all, one per GPU by default."""
     from curate.measure.worker import gpu_slots
 
-    if ":" in dev:
-        return [gpu_slots(None)[int(dev.split(":")[1])]], "cuda"
-    return gpu_slots(workers), "cuda"
+    gpus = [gpu_slots(None)[int(dev.split(":")[1])]] if ":" in dev else gpu_slots(None)
+    n = workers or len(gpus)
+    return [gpus[k % len(gpus)] for k in range(n)], "cuda"
 
 
 def _measure_gpu(jobs, envs, device, timeout_s, journal, results, extra, pool_opts) -> None:

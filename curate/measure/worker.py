@@ -5,9 +5,11 @@ A fresh process that touches CUDA pays several seconds (5.5 s on the H100 machin
 processes alive across problems: each imports torch, initialises CUDA and allocates the
 L2-flush buffer once, then answers tasks over a pipe. Two roles:
 
-- ``measure``: one per GPU; runs :func:`curate.measure.core.measure_problem` (checks and
-  timed trials). It is the only process that times on its GPU, and holds the GPU lock
-  exclusively while it does (:mod:`curate.measure.gpu_lock`).
+- ``measure``: one per GPU by default; runs :func:`curate.measure.core.measure_problem`
+  (checks and timed trials). It holds the GPU lock exclusively around timed trials
+  (:mod:`curate.measure.gpu_lock`), so no other worker's kernel runs beside them. Several
+  measure workers may share a GPU: each then builds, checks and compiles its own problem
+  under the shared lock (or none) while another times.
 - ``compile``: a few per GPU, on the remaining CPU cores; run
   :func:`curate.measure.compile_ahead.precompile` on the problems the measure worker will
   take next, so its TorchInductor compiles hit the on-disk caches.
@@ -364,7 +366,8 @@ def _death(exitcode: int | None) -> str:
 def gpu_slots(workers: int | None = None) -> list[dict[str, str]]:
     """``CUDA_VISIBLE_DEVICES`` settings for ``workers`` GPU workers (default one per GPU),
     honouring an existing ``CUDA_VISIBLE_DEVICES``. More workers than GPUs share GPUs
-    round-robin (their timings then disturb each other)."""
+    round-robin; a :class:`WorkerPool` gives the workers of one GPU one lock, so only one of
+    them times at a time."""
     import torch
 
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
@@ -389,6 +392,9 @@ def default_compile_workers(gpus: int, cores: int | None = None) -> int:
 MEASURE_MEM_SHARE = 0.5
 COMPILE_MEM_SHARE = 0.4
 ALONE_MEM_SHARE = 0.9
+#: The part of a GPU's memory its measure workers split when several share it (each also
+#: holds a CUDA context, about 0.5 GB, outside its share).
+SHARED_MEM_SHARE = 0.85
 
 
 def compile_mem_fraction(k: int, n: int) -> float:
@@ -474,8 +480,12 @@ class WorkerPool:
         import tempfile
 
         cuda = device.startswith("cuda")
+        gpu_of = [e.get("CUDA_VISIBLE_DEVICES", str(g)) for g, e in enumerate(envs)]
+        per_gpu = {k: gpu_of.count(k) for k in gpu_of}
+        shared_gpus = max(per_gpu.values(), default=1) > 1
         if compile_workers is None:
-            compile_workers = default_compile_workers(len(envs)) if cuda else 0
+            # several measure workers per GPU compile their own problems: nothing to run ahead
+            compile_workers = default_compile_workers(len(per_gpu)) if cuda and not shared_gpus else 0
         self.device = device
         self.timeout_s = timeout_s
         self.retries = max(0, int(retries))
@@ -485,17 +495,24 @@ class WorkerPool:
             extra_env = {"TORCHINDUCTOR_CACHE_DIR": str(inductor_cache),
                          "TRITON_CACHE_DIR": os.path.join(str(inductor_cache), "triton")}
         cores = os.cpu_count() or 1
-        pin = pin_cpus and cores >= 8
+        pin = pin_cpus and cores >= 8 and 2 * len(envs) < cores
         rest = list(range(2 * len(envs), cores)) if pin else None
         self.envs = [dict(e) for e in envs]
         self.workers: list[PersistentWorker] = []
         self.compilers: list[list[PersistentWorker]] = []
         for g, env in enumerate(envs):
             env = {**env, **extra_env}
-            lock = os.path.join(self._lock_dir, f"gpu{g}.lock") if cuda and compile_workers else None
-            share = (MEASURE_MEM_SHARE if compile_workers else ALONE_MEM_SHARE) \
+            sharing = per_gpu[gpu_of[g]]
+            if sharing > 1:
+                # one core each: a compile runs in the worker, Triton's included
+                env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+            # one lock per GPU, for all of its measure and compile-ahead workers
+            lock = os.path.join(self._lock_dir, f"gpu{gpu_of[g]}.lock") \
+                if cuda and (compile_workers or sharing > 1) else None
+            alone = ALONE_MEM_SHARE if sharing == 1 else SHARED_MEM_SHARE / sharing
+            share = (MEASURE_MEM_SHARE if compile_workers else alone) \
                 if gpu_mem_fraction is None else gpu_mem_fraction
-            threads = 2 if pin else None  # the measure worker's two cores
+            threads = 2 if pin else (1 if sharing > 1 else None)  # the measure worker's cores
             self.workers.append(PersistentWorker(
                 device, env, quiet, mem_mb=mem_mb, lock_path=lock,
                 gpu_mem_fraction=share if cuda else None, cpus=[2 * g, 2 * g + 1] if pin else None,

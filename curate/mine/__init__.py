@@ -41,11 +41,12 @@ def default_cache() -> Path:
     return Path(os.environ.get("CURATE_CACHE", Path.home() / ".cache" / "curate"))
 
 
-def run(*args: Any, **kwargs: Any) -> dict[str, Any]:
-    """Mine a manifest into ``OUT/mine``: see :func:`curate.mine.stage.run`."""
-    from curate.mine.stage import run as _run
+def __getattr__(name: str) -> Any:
+    if name == "run":  # see curate.mine.stage.run; its options: curate.mine.options
+        from curate.mine.stage import run
 
-    return _run(*args, **kwargs)
+        return run
+    raise AttributeError(f"module 'curate.mine' has no attribute {name!r}")
 
 
 def closures(*args: Any, **kwargs: Any) -> list:

@@ -26,7 +26,8 @@ from curate.mine.synthesize import synthesis_version, synthesize_task
 from curate.mine.torch_api import public_closure
 from curate.problem import dumps
 from curate.progress import progress
-from curate.table import Rejections, source_struct, stage_dir, write_stage
+from curate.harness.stage import StageRun, stage
+from curate.table import Rejections, source_struct
 
 __all__ = ["run", "closures"]
 
@@ -142,15 +143,15 @@ def _unavailable(entry: dict) -> Source:
                   entry.get("version"), None, Path("."))
 
 
-def run(manifest: Path | str, out: Path | str, workers: int | None = None, timeout_s: float = 30.0,
-        mem_mb: int = 4096, limit: int | None = None, cache_dir: Path | str | None = None,
-        executor: str | Executor = "local", ray_address: str | None = None,
-        retry: Iterable[str] = (), export_pending: Path | str | None = None,
-        import_outcomes: Iterable[Path | str] = (), sample_per_source: int | None = None,
-        sample_seed: int = 0) -> dict[str, Any]:
+@stage("mine")
+def run(sr: StageRun, manifest: Path | str, workers: int | None, timeout_s: float, mem_mb: int,
+        limit: int | None, cache_dir: Path | str | None, executor: str | Executor,
+        ray_address: str | None, retry: Iterable[str], export_pending: Path | str | None,
+        import_outcomes: Iterable[Path | str], sample_per_source: int | None,
+        sample_seed: int) -> dict[str, Any]:
     """Mine the manifest's sources into ``OUT/mine``; return the stage stats.
 
-    Args:
+    Options (:class:`curate.mine.options.MineOptions`; called as ``run(manifest, out, ...)``):
         manifest: YAML manifest (see :mod:`curate.mine.sources`).
         workers: processes for indexing and synthesis (default: CPU count); with
             ``executor="ray"`` and no address, the CPUs of the local Ray instance.
@@ -179,13 +180,12 @@ def run(manifest: Path | str, out: Path | str, workers: int | None = None, timeo
         ManifestError: the manifest is malformed.
         ValueError: an unknown executor.
     """
-    t0 = time.monotonic()
     cache = Path(cache_dir) if cache_dir else default_cache()
     entries = load_manifest(manifest)
     own = not isinstance(executor, Executor)
     ex = make_executor(executor, workers, ray_address) if own else executor
     try:
-        return _run(manifest, out, entries, cache, ex, timeout_s, mem_mb, limit, t0, frozenset(retry),
+        return _run(sr, manifest, entries, cache, ex, timeout_s, mem_mb, limit, frozenset(retry),
                     export_pending, list(import_outcomes), sample_per_source, sample_seed)
     finally:
         if own:
@@ -218,8 +218,8 @@ def interleave(items: list, key, seed: int | None = 0) -> list:
     return out
 
 
-def _run(manifest: Path | str, out: Path | str, entries: list[dict], cache: Path, ex: Executor,
-         timeout_s: float, mem_mb: int, limit: int | None, t0: float,
+def _run(sr: StageRun, manifest: Path | str, entries: list[dict], cache: Path, ex: Executor,
+         timeout_s: float, mem_mb: int, limit: int | None,
          retry: frozenset[str] = frozenset(), export_pending: Path | str | None = None,
          import_outcomes: list[Path | str] | None = None, sample_per_source: int | None = None,
          sample_seed: int = 0) -> dict[str, Any]:
@@ -284,15 +284,15 @@ def _run(manifest: Path | str, out: Path | str, entries: list[dict], cache: Path
     # exist) is not part of the fingerprint: a source added to the manifest, or a larger
     # --limit, resumes a stopped run instead of discarding its finished syntheses.
     settings = {"journal": 2, "timeout_s": timeout_s, "mem_mb": mem_mb}
-    journal_path = stage_dir(out, "mine") / "_journal.jsonl"
+    journal_path = sr.dir / "_journal.jsonl"
     # A finished run keeps its outcomes (keyed by closure content) as a cache: sources added
     # to the manifest later, or changed closures, are all a new run synthesizes.
-    finished = stage_dir(out, "mine") / "_synthesized.jsonl"
+    finished = sr.dir / "_synthesized.jsonl"
     if finished.exists() and not journal_path.exists():
         finished.rename(journal_path)
     journal = Journal(journal_path, settings)
     keys = [content_key(row["problem_id"], args[0]) for row, args in tasks]
-    plan = stage_dir(out, "mine") / "_plan.json"  # for progress reports on a running or stopped run
+    plan = sr.dir / "_plan.json"  # for progress reports on a running or stopped run
     plan.write_text(json.dumps({"sources": per_source, "tasks": {
         k: row["source"]["name"] for (row, _), k in zip(tasks, keys)}}))
     version = synthesis_version()
@@ -341,10 +341,10 @@ def _run(manifest: Path | str, out: Path | str, entries: list[dict], cache: Path
     kept_df = kept_df.sort("problem_id") if kept else kept_df
     for name in per_source:
         per_source[name]["kept"] = sum(1 for r in kept if r["source"]["name"] == name)
-    stats = write_stage(out, "mine", kept_df, rejects.frame(kept_df), rows_in, time.monotonic() - t0,
-                        extra={"sources": per_source, "resumed": journal.resumed, "executor": ex.kind,
-                               "workers": ex.workers, "imported_outcomes": imported,
-                               "phase_seconds": {k: round(v, 2) for k, v in phases.items()}})
+    stats = sr.write(kept_df, rejects.frame(kept_df), rows_in,
+                    extra={"sources": per_source, "resumed": journal.resumed, "executor": ex.kind,
+                           "workers": ex.workers, "imported_outcomes": imported,
+                           "phase_seconds": {k: round(v, 2) for k, v in phases.items()}})
     journal.path.rename(finished)
     plan.unlink(missing_ok=True)
     return stats

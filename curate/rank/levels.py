@@ -15,7 +15,7 @@ from typing import Any
 
 from curate.problem import mined_inputs
 from curate.progress import progress
-from curate.sandbox import Sandbox
+from curate.executor import Executor, sandboxed_map
 from curate.structure import structure_task
 
 #: Address-space budget of a tracing process (MiB): a meta trace allocates no tensor data.
@@ -37,10 +37,11 @@ def _task_args(row: dict[str, Any]) -> tuple:
 
 
 def structures(rows: list[dict[str, Any]], cache: Path, workers: int | None = None,
-               timeout_s: float = 60.0) -> list[dict[str, Any]]:
+               timeout_s: float = 60.0, executor: "Executor | None" = None) -> list[dict[str, Any]]:
     """The structure of each row (same order): :func:`curate.structure.structure_task`'s
     dict, or ``{"ok": False, "error"}`` for a row whose trace failed, timed out or whose
-    ``init_args``/``input_spec`` are not JSON."""
+    ``init_args``/``input_spec`` are not JSON. Traces run in ``workers`` local sandboxes, or
+    as sandboxed tasks of ``executor`` (Ray) when given."""
     out: list[dict[str, Any] | None] = [None] * len(rows)
     by_base: dict[str, list[int]] = {}
     firsts: dict[str, tuple] = {}
@@ -63,8 +64,8 @@ def structures(rows: list[dict[str, Any]], cache: Path, workers: int | None = No
             results[base] = json.loads(path.read_text())
         except (OSError, ValueError):
             todo.append((base, path, args))
-    sandbox = Sandbox(workers=workers, timeout_s=timeout_s, mem_mb=TRACE_MEM_MB, guard=True)
-    stream = sandbox.map(structure_task, [(a, {}) for _, _, a in todo])
+    stream = sandboxed_map(structure_task, [(a, {}) for _, _, a in todo], executor=executor,
+                           workers=workers, timeout_s=timeout_s, mem_mb=TRACE_MEM_MB, guard=True)
     for j, outcome in progress(stream, len(todo), "rank: structure"):
         base, path, _ = todo[j]
         res = outcome.value if outcome.ok else {"ok": False, "error": f"{outcome.status}: {outcome.error}"[:300]}

@@ -154,11 +154,15 @@ def _from_outcome(outcome, cfg: dict[str, Any]) -> VerifyResult:
                                  "error": outcome.error[-2000:], "seconds": round(outcome.seconds, 3)})
 
 
-def _sandbox(cfg: dict[str, Any], workers: int, timeout_s: float, mem_mb: int | None | str) -> Sandbox:
+def _mem_mb(cfg: dict[str, Any], mem_mb: int | None | str) -> int | None:
     if mem_mb == "auto":
         # the CUDA driver reserves far more address space than it uses: no RLIMIT_AS there
-        mem_mb = None if cfg["device"].startswith("cuda") else 8192
-    return Sandbox(workers=workers, timeout_s=timeout_s, mem_mb=mem_mb)
+        return None if cfg["device"].startswith("cuda") else 8192
+    return mem_mb  # type: ignore[return-value]
+
+
+def _sandbox(cfg: dict[str, Any], workers: int, timeout_s: float, mem_mb: int | None | str) -> Sandbox:
+    return Sandbox(workers=workers, timeout_s=timeout_s, mem_mb=_mem_mb(cfg, mem_mb))
 
 
 def verify(reference_code: str, candidate_code: str, *, init_args: Any = None,
@@ -220,13 +224,15 @@ def verify(reference_code: str, candidate_code: str, *, init_args: Any = None,
 
 def verify_many(jobs: Iterable[tuple[str, str, dict[str, Any]]], *, workers: int = 1,
                 timeout_s: float = 300.0, mem_mb: int | None | str = "auto",
-                **common: Any) -> Iterator[tuple[int, VerifyResult]]:
+                executor: Any = None, **common: Any) -> Iterator[tuple[int, VerifyResult]]:
     """Verify many candidates, ``workers`` sandboxes at a time.
 
     Args:
         jobs: ``(reference_code, candidate_code, options)`` where ``options`` are
             :func:`verify` keywords for this job (``init_args``, ``input_spec``, ...).
         workers: concurrent sandboxes (keep 1 when timings matter on one GPU).
+        executor: a :class:`curate.executor.Executor` whose sandboxed tasks run the jobs
+            (Ray: one sandbox per task on the node it lands on); None: local sandboxes.
         common: :func:`verify` keywords shared by every job (per-job options win).
     Yields:
         ``(job index, VerifyResult)`` in completion order.
@@ -240,6 +246,10 @@ def verify_many(jobs: Iterable[tuple[str, str, dict[str, Any]]], *, workers: int
         calls.append(((ref, cand, cfg), {}))
     if not calls:
         return
-    sandbox = _sandbox(cfgs[0], workers, timeout_s, mem_mb)
-    for i, outcome in sandbox.map(verify_task, calls):
+    if executor is None:
+        stream = _sandbox(cfgs[0], workers, timeout_s, mem_mb).map(verify_task, calls)
+    else:
+        stream = executor.sandboxed(verify_task, calls, timeout_s=timeout_s,
+                                    mem_mb=_mem_mb(cfgs[0], mem_mb))
+    for i, outcome in stream:
         yield i, _from_outcome(outcome, cfgs[i])
