@@ -23,16 +23,10 @@ them all shape variants of a base problem) go to one split (see .split).
 
 from __future__ import annotations
 
-from typing import Any
+from curate.harness import lazy_stage
 
 __all__ = ["run", "default_source"]
 
 
-def __getattr__(name: str) -> Any:
-    # the stage (polars, the verifier) loads when asked for: the CLI reads the options alone
-    import importlib
-
-    try:
-        return getattr(importlib.import_module("curate.export.stage"), name)
-    except AttributeError:
-        raise AttributeError(f"module 'curate.export' has no attribute {name!r}") from None
+# the stage (polars, the verifier) loads when asked for: the CLI reads the options alone
+__getattr__ = lazy_stage(__name__)

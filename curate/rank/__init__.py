@@ -42,16 +42,10 @@ reference, candidate and settings, so a killed run started again verifies only w
 
 from __future__ import annotations
 
-from typing import Any
+from curate.harness import lazy_stage
 
 __all__ = ["run", "default_source"]
 
 
-def __getattr__(name: str) -> Any:
-    # the stage (polars, the verifier) loads when asked for: the CLI reads the options alone
-    import importlib
-
-    try:
-        return getattr(importlib.import_module("curate.rank.stage"), name)
-    except AttributeError:
-        raise AttributeError(f"module 'curate.rank' has no attribute {name!r}") from None
+# the stage (polars, the verifier) loads when asked for: the CLI reads the options alone
+__getattr__ = lazy_stage(__name__)
