@@ -12,7 +12,7 @@ import re
 import textwrap
 from typing import Any
 
-from curate.mine.guess import C, Expr, is_int
+from curate.mine.guess import C, Expr, compared_strings, is_int
 
 
 def _leaves_to_subclasses(cls: type) -> bool:
@@ -64,13 +64,7 @@ def _named_options(text: str, name: str, fallback: bool = True) -> list[str]:
     """Strings a parameter ``name`` is compared with anywhere in source ``text`` (``activation
     == 'relu'``, ``norm in ('batch', 'layer')``, ``'gelu' == act``), in order; for an activation
     or normalization named nowhere, the common names (``relu``, ``batch``)."""
-    out: list[str] = []
-    pat = rf"\b{re.escape(name)}\s*(?:==|!=|\bin\b|\bnot in\b)\s*([\[\(\{{][^\]\)\}}]*[\]\)\}}]|['\"][^'\"]*['\"])"
-    for m in re.finditer(pat, text):
-        out += [s for s in re.findall(r"['\"]([\w\-]+)['\"]", m.group(1)) if s not in out]
-    for m in re.finditer(rf"['\"]([\w\-]+)['\"]\s*(?:==|!=)\s*{re.escape(name)}\b", text):
-        if m.group(1) not in out:
-            out.append(m.group(1))
+    out = compared_strings(text, name, literal=r"[\w\-]+")
     if out or not fallback:
         return out
     if re.search(r"act|nonlin", name):

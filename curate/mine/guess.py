@@ -172,21 +172,28 @@ def _block_classes(ns: dict[str, Any], owner: type) -> list[Expr]:
     return out[:4]
 
 
+def compared_strings(text: str, name: str, literal: str = r"[^'\"]*") -> list[str]:
+    """String literals source ``text`` compares ``name`` with (``mode == 'bilinear'``,
+    ``pool in {'cls', 'mean'}``, ``'gelu' == act``), in order, without repeats; ``literal`` is
+    the pattern a string on the right of ``name`` must match to count."""
+    out: list[str] = []
+    pat = rf"\b{re.escape(name)}\s*(?:==|!=|\bin\b|\bnot in\b)\s*([\[\(\{{][^\]\)\}}]*[\]\)\}}]|['\"][^'\"]*['\"])"
+    for m in re.finditer(pat, text):
+        out += [s for s in re.findall(rf"['\"]({literal})['\"]", m.group(1)) if s not in out]
+    for m in re.finditer(rf"['\"]([\w\-]+)['\"]\s*(?:==|!=)\s*{re.escape(name)}\b", text):
+        if m.group(1) not in out:
+            out.append(m.group(1))
+    return out
+
+
 def string_choices(cls: type, name: str) -> list[str]:
-    """String literals ``cls.__init__`` compares parameter ``name`` with (``mode == 'bilinear'``,
-    ``pool in {'cls', 'mean'}``), in source order."""
+    """String literals ``cls.__init__`` compares parameter ``name`` with, in source order
+    (:func:`compared_strings`)."""
     try:
         src = textwrap.dedent(inspect.getsource(cls.__init__))
     except (OSError, TypeError):
         return []
-    out: list[str] = []
-    pat = rf"\b{re.escape(name)}\s*(?:==|!=|\bin\b|\bnot in\b)\s*([\[\(\{{][^\]\)\}}]*[\]\)\}}]|['\"][^'\"]*['\"])"
-    for m in re.finditer(pat, src):
-        out += [s for s in re.findall(r"['\"]([^'\"]*)['\"]", m.group(1)) if s not in out]
-    for m in re.finditer(rf"['\"]([\w\-]+)['\"]\s*(?:==|!=)\s*{re.escape(name)}\b", src):
-        if m.group(1) not in out:
-            out.append(m.group(1))
-    return out
+    return compared_strings(src, name)
 
 
 def config_classes(ns: dict[str, Any]) -> list[type]:
