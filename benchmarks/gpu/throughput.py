@@ -47,14 +47,10 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--code", type=Path, default=None)
     ap.add_argument("--options", default='{"device": "cuda"}', help="measure options, JSON")
     args = ap.parse_args(argv)
-    import polars as pl
+    from take_rows import take_rows  # this script's own folder is first on sys.path
 
     run_dir = args.out / "run"
-    (run_dir / "diversify" / "problems").mkdir(parents=True, exist_ok=True)
-    df = pl.read_parquet(args.rows)
-    bases = df["base_problem_id"].unique(maintain_order=True).to_list()[args.skip:args.skip + args.bases]
-    df.filter(pl.col("base_problem_id").is_in(bases)).write_parquet(
-        run_dir / "diversify" / "problems" / "part-00000.parquet")
+    take_rows(args.rows, args.bases, run_dir / "diversify", args.skip)
     script = args.out / "stage.py"
     script.write_text(STAGE)
     env = dict(os.environ)
