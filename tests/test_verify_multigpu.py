@@ -37,7 +37,7 @@ def test_concurrent_verifications_run_on_every_gpu_slot(monkeypatch):
     info = {"init_args": "[]", "input_spec": json.dumps(SMALL_SPEC)}
     replies = [reply(candidate("relu_triton"))] * 4
     out = compute_score_batch(["curate/test"] * 4, replies, [RELU] * 4, [info] * 4, time_it=False,
-                              workers=2)
+                              workers=2, device="cpu")  # the simulation, on a GPU host too
     assert [o["correct"] for o in out] == [True] * 4
     shared = verify_pool.shared_pool("cpu", 8192, 2)
     try:
