@@ -147,3 +147,26 @@ def _try_shared(path: str, wait_s: float, flag) -> None:
             return
         except BlockingIOError:
             time.sleep(0.02)
+
+
+def test_exclusive_holder_times_on_the_timing_cores(tmp_path):
+
+    before = os.sched_getaffinity(0)
+    core = min(before)
+    lock = GpuLock(tmp_path / "gpu.lock", timing_cpus=[core])
+    try:
+        with lock.shared():
+            assert os.sched_getaffinity(0) == before  # untimed work stays where it was
+        with lock.exclusive():
+            assert os.sched_getaffinity(0) == {core}
+            with lock.exclusive():  # re-entrant: still on the timing core
+                assert os.sched_getaffinity(0) == {core}
+        assert os.sched_getaffinity(0) == before
+        # a core this process may not use: it times where it is, without an error
+        other = GpuLock(tmp_path / "gpu2.lock", timing_cpus=[10_000])
+        with other.exclusive():
+            assert os.sched_getaffinity(0) == before
+        other.close()
+    finally:
+        lock.close()
+        os.sched_setaffinity(0, before)

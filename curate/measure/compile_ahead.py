@@ -34,7 +34,7 @@ from typing import Any
 import torch
 
 from curate.measure.core import (_CUDA_ERROR_MARKERS, _build_model, _cache_counts, _make_inputs,
-                                 locked_inductor, mark_batch_dynamic)
+                                 locked_inductor, mark_dynamic)
 from curate.measure.timing import synchronize
 from curate.problem import load_problem
 
@@ -43,7 +43,7 @@ _MEMORY_MARKERS = ("out of memory", "can't allocate memory", "MemoryError")
 
 def precompile(code: str, input_spec: list | None = None, init_args: list | None = None, *,
                device: str = "cuda", seed: int = 0, name: str = "problem", lock: Any = None,
-               dynamic_batch: bool = False, **_ignored: Any) -> dict[str, Any]:
+               dynamic_dims: list | None = None, **_ignored: Any) -> dict[str, Any]:
     """Compile one problem as :func:`curate.measure.core.measure_problem` will, so its
     compile becomes a cache hit there.
 
@@ -51,7 +51,7 @@ def precompile(code: str, input_spec: list | None = None, init_args: list | None
         code, input_spec, init_args, device, seed, name: as in ``measure_problem`` (the
             same values give the same graphs, hence the same cache keys); other task keys
             are ignored, so a measurement task can be passed as it is.
-        dynamic_batch: as in ``measure_problem`` (the batch dimension marked dynamic).
+        dynamic_dims: as in ``measure_problem`` (input dimensions marked dynamic).
         lock: the GPU lock (:class:`curate.measure.gpu_lock.GpuLock`); None: no lock.
     Returns:
         ``{"status": "ok" | "error" | "memory" | "crash", "detail": str, "seconds": float,
@@ -77,8 +77,8 @@ def precompile(code: str, input_spec: list | None = None, init_args: list | None
             synchronize(dev)
         torch._dynamo.reset()
         before = _cache_counts()
-        if dynamic_batch:
-            mark_batch_dynamic(state["inputs"])
+        if dynamic_dims:
+            mark_dynamic(state["inputs"], dynamic_dims)
         compiled = torch.compile(state["model"], backend=locked_inductor(lock))
         with torch.no_grad():
             compiled(*state["inputs"])

@@ -204,7 +204,7 @@ def measure_problem(code: str, input_spec: list | None = None, init_args: list |
                     stop_on_reject: bool = True, name: str = "problem", profile: bool | None = None,
                     cuda_graph: str = "auto", precompile: dict | None = None,
                     suspicious_speedup: float = SUSPICIOUS_SPEEDUP, conform: bool = False,
-                    conform_trials: int = 2, dynamic_batch: bool = False) -> dict[str, Any]:
+                    conform_trials: int = 2, dynamic_dims: list | None = None) -> dict[str, Any]:
     """Check and time one KernelBench-format problem on ``device``.
 
     Args:
@@ -235,10 +235,11 @@ def measure_problem(code: str, input_spec: list | None = None, init_args: list |
             (:func:`curate.conform.check`, ``conform_trials`` input sets); its failure reason
             (``exec_fails``, ``non_tensor_output``, ``seed_unstable``, ...) rejects the
             problem, and its result is ``conformance``.
-        dynamic_batch: compile with dimension 0 of the inputs marked dynamic
-            (:func:`mark_batch_dynamic`), so the shape variants of one base problem share a
-            compiled graph; a graph that fails so is compiled static. The result's
-            ``compile_dynamic_batch`` says which one was timed.
+        dynamic_dims: ``[[input index, dimension], ...]``: compile with those input
+            dimensions marked dynamic (:func:`mark_dynamic`), the ones in which the shape
+            variants of one base problem differ, so that they share one compiled graph; a
+            graph that fails so is compiled static. The result's ``compile_dynamic`` says
+            which one was timed.
     Returns:
         dict with ``reason`` (None when the problem passed), ``detail``, ``flags``, ``notes``,
         ``fatal``, ``device``, ``gpu``, ``torch_version``, ``eager`` and ``compile`` (timing
@@ -276,7 +277,7 @@ def measure_problem(code: str, input_spec: list | None = None, init_args: list |
             "seed": seed, "checks_on": checks_on, "profile": profile and dev.type == "cuda",
             "cuda_graph": cuda_graph if dev.type == "cuda" else "off", "precompile": precompile,
             "suspicious_speedup": suspicious_speedup, "conform": conform, "conform_trials": conform_trials,
-            "dynamic_batch": dynamic_batch}
+            "dynamic_dims": dynamic_dims}
 
     def flag(reason: str, detail: str) -> None:
         res["flags"].append(reason)
@@ -461,22 +462,30 @@ def _checks(flag, ns, model, out, input_spec, init, dev, seed) -> None:
     del other, out_b
 
 
-def mark_batch_dynamic(inputs: list[Any]) -> bool:
-    """Mark dimension 0 of every input tensor dynamic for Dynamo, softly
-    (``torch._dynamo.maybe_mark_dynamic``: the trace specialises it again where the code needs
-    a fixed size). A base problem's shape variants then compile to one graph with a symbolic
-    batch, which Inductor's FX-graph cache serves to every variant after the first. Returns
-    whether anything was marked."""
+def mark_dynamic(inputs: list[Any], dims: list) -> bool:
+    """Mark the given dimensions of the input tensors dynamic for Dynamo, softly
+    (``torch._dynamo.maybe_mark_dynamic``: the trace specialises a dimension again where the
+    code needs a fixed size). A base problem's shape variants then compile to one graph with
+    symbolic sizes, which Inductor's FX-graph cache serves to every variant after the first.
+
+    Args:
+        inputs: the forward's inputs (non-tensors are skipped).
+        dims: ``[[input index, dimension], ...]``; entries out of range or of size 1 (which
+            Dynamo always specialises) are skipped.
+    Returns:
+        whether anything was marked.
+    """
     marked = False
-    for t in inputs:
-        if isinstance(t, torch.Tensor) and t.dim() >= 1 and t.shape[0] > 1:
-            torch._dynamo.maybe_mark_dynamic(t, 0)
+    for i, d in dims or ():
+        t = inputs[i] if 0 <= i < len(inputs) else None
+        if isinstance(t, torch.Tensor) and 0 <= d < t.dim() and t.shape[d] > 1:
+            torch._dynamo.maybe_mark_dynamic(t, d)
             marked = True
     return marked
 
 
 def unmark_dynamic(inputs: list[Any]) -> None:
-    """Undo :func:`mark_batch_dynamic` (the attribute Dynamo reads its marks from)."""
+    """Undo :func:`mark_dynamic` (the attributes Dynamo reads its marks from)."""
     for t in inputs:
         for attr in ("_dynamo_weak_dynamic_indices", "_has_dynamo_dim_marking"):
             if isinstance(t, torch.Tensor) and hasattr(t, attr):
@@ -521,7 +530,7 @@ def _inductor(res, state, flag, model, inputs, out, dev, opts, flush, graph) -> 
     torch._dynamo.reset()
     before = _cache_counts()
     t = time.perf_counter()
-    dynamic = opts.get("dynamic_batch") and mark_batch_dynamic(inputs)
+    dynamic = bool(opts.get("dynamic_dims")) and mark_dynamic(inputs, opts["dynamic_dims"])
     try:
         try:
             compiled, out_c = _compile_and_run(model, inputs, dev)
@@ -543,7 +552,7 @@ def _inductor(res, state, flag, model, inputs, out, dev, opts, flush, graph) -> 
             flag("compile_error", stop.detail)
         return
     res["compile_s"] = time.perf_counter() - t
-    res["compile_dynamic_batch"] = bool(dynamic)
+    res["compile_dynamic"] = bool(dynamic)
     secs["compile"] = res["compile_s"]
     after = _cache_counts()
     res["compile_cache"] = {k: after[k] - before[k] for k in after}

@@ -16,6 +16,11 @@ Built on ``fcntl.flock`` over two files next to each other: the lock itself, and
 (the classic writer-preferring construction). ``flock`` locks belong to the open file
 description: they vanish when the holder dies, so a crashed worker never leaves the GPU
 locked. Standard library only (it runs on the GPU machine).
+
+Kernel launches are CPU work: a timed eager forward of a model of many small kernels runs at
+the launch rate of its thread. Where several workers compile on every core, each can be
+given ``timing_cpus``, cores the others are kept off: the thread that holds the lock
+exclusively moves onto them for its timed trials and back afterwards.
 """
 
 from __future__ import annotations
@@ -33,9 +38,12 @@ class GpuLock:
 
     Args:
         path: the lock file (created); the turnstile is ``path + ".turnstile"``.
+        timing_cpus: cores the holder of the exclusive lock runs on while it holds it
+            (``os.sched_setaffinity`` of the calling thread; Linux), restored after; None
+            leaves the affinity alone.
     """
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, timing_cpus: list[int] | None = None):
         self.path = str(path)
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -43,6 +51,7 @@ class GpuLock:
         #: seconds spent waiting for the lock, by mode (for the stage's overhead figures)
         self.waited = {"shared": 0.0, "exclusive": 0.0}
         self._held: str | None = None
+        self.timing_cpus = sorted(set(timing_cpus)) if timing_cpus else None
 
     @property
     def held(self) -> str | None:
@@ -70,9 +79,11 @@ class GpuLock:
             fcntl.flock(self._gate, fcntl.LOCK_UN)
         self.waited["exclusive"] += time.perf_counter() - t
         self._held = "exclusive"
+        saved = self._move_to(self.timing_cpus)
         try:
             yield
         finally:
+            self._move_to(saved)
             self._held = None
             fcntl.flock(self._fd, fcntl.LOCK_UN)
 
@@ -93,6 +104,18 @@ class GpuLock:
         finally:
             self._held = None
             fcntl.flock(self._fd, fcntl.LOCK_UN)
+
+    @staticmethod
+    def _move_to(cpus) -> set[int] | None:
+        """Pin the calling thread to ``cpus``; return the cores it had (None: unchanged)."""
+        if not cpus or not hasattr(os, "sched_setaffinity"):
+            return None
+        try:
+            before = os.sched_getaffinity(0)
+            os.sched_setaffinity(0, cpus)
+            return before
+        except OSError:  # a core this process may not use: time where it is
+            return None
 
     def close(self) -> None:
         for fd in (self._fd, self._gate):

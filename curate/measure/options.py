@@ -56,8 +56,9 @@ class MeasureOptions:
     ray_address: Optional[str] = ray_address_option()
     mem_mb: int = field(default=CPU_MEM_MB, metadata={
         "help": "CPU: address-space budget of one measurement process (MiB)."})
-    dynamic_batch: bool = field(default=False, metadata={
-        "help": "CUDA: compile TorchInductor with the batch dimension marked dynamic, so a base "
-                "problem's shape variants can share one compiled graph (FX-graph cache)."})
+    dynamic_shapes: bool = field(default=False, metadata={
+        "help": "CUDA: compile TorchInductor with the input dimensions a base problem's shape "
+                "variants differ in marked dynamic, so the variants share one compiled graph "
+                "(FX-graph cache)."})
     conform: bool = field(default=True, metadata={
         "help": "Run each problem as a KernelBench-style harness does first (a failure rejects it)."})

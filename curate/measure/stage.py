@@ -54,6 +54,7 @@ import polars as pl
 from curate.conform import checked_torch
 from curate.problem import mined_inputs, replace_inputs
 from curate.measure.core import measure_problem
+from curate.measure.variants import dynamic_dims_by_row
 from curate.journal import Journal, content_key
 from curate.progress import progress
 from curate.sandbox import Sandbox
@@ -135,7 +136,7 @@ def run(sr: StageRun, device: str, inductor: bool | None, min_ms: float, max_ms:
         budget_s: float | None, mem_mb: int, compile_workers: int | None,
         gpu_mem_fraction: float | None, cuda_graph: str, profile: bool | None,
         inductor_cache: str | None, band: bool, conform: bool, min_shapes: int, executor: str,
-        ray_address: str | None, dynamic_batch: bool) -> dict[str, Any]:
+        ray_address: str | None, dynamic_shapes: bool) -> dict[str, Any]:
     """Measure ``OUT/diversify`` (or ``source``) into ``OUT/measure``; return the stage stats.
 
     Options (:class:`curate.measure.options.MeasureOptions`):
@@ -181,12 +182,13 @@ def run(sr: StageRun, device: str, inductor: bool | None, min_ms: float, max_ms:
             worker died is measured again on another GPU, once.
         ray_address: the Ray cluster to join (``auto``, ``ray://head:10001``); None starts a
             local Ray instance for the run (``executor="ray"`` only).
-        dynamic_batch: CUDA: TorchInductor compiles a row of a base problem with its batch
-            dimension marked dynamic (:func:`curate.measure.core.mark_batch_dynamic`), so the
-            base problem's shape variants share one graph through Inductor's FX-graph cache
-            instead of each compiling its own; ``compile_dynamic_batch`` says per row whether
-            the timed graph had a symbolic batch. Rows are measured primaries first, so the
-            variants find their graph compiled.
+        dynamic_shapes: CUDA: TorchInductor compiles a row of a base problem with the input
+            dimensions its shape variants differ in marked dynamic
+            (:func:`curate.measure.variants.dynamic_dims_by_row`,
+            :func:`curate.measure.core.mark_dynamic`), so the variants share one graph through
+            Inductor's FX-graph cache instead of each compiling its own;
+            ``compile_dynamic`` says per row whether the timed graph had symbolic sizes. Rows
+            are measured primaries first, so the variants find their graph compiled.
     Raises:
         ValueError: bad ``device`` (see :func:`resolve_device`) or ``executor``; a CUDA run
             on a Ray cluster without GPUs.
@@ -209,9 +211,10 @@ def run(sr: StageRun, device: str, inductor: bool | None, min_ms: float, max_ms:
     settings = {"device": dev, "inductor": inductor, "min_ms": min_ms, "max_ms": max_ms,
                 "trials": trials, "warmup": warmup, "budget_s": budget_s, "timeout_s": timeout_s,
                 "cuda_graph": cuda_graph, "profile": profile, "gpu_mem_fraction": gpu_mem_fraction,
-                "conform": conform, "dynamic_batch": dynamic_batch}
+                "conform": conform, "dynamic_shapes": dynamic_shapes}
     journal = Journal(sr.dir / "_journal.jsonl", settings)
     jobs: list[tuple[int, str, dict[str, Any]]] = []  # row index, journal key, task
+    dynamic = dynamic_dims_by_row(rows) if dynamic_shapes and cuda and inductor else {}
     tagged: dict[int, list[str]] = {}  # row index -> notes the stage adds
     results: dict[int, dict[str, Any]] = {}
     for i, row in enumerate(rows):
@@ -243,8 +246,8 @@ def run(sr: StageRun, device: str, inductor: bool | None, min_ms: float, max_ms:
                     warmup=warmup, min_ms=min_ms, max_ms=max_ms, budget_s=budget_s,
                     cuda_graph=cuda_graph, profile=profile, name=str(row.get("problem_id") or i),
                     conform=conform)
-        if dynamic_batch and cuda and inductor and row.get("base_problem_id"):
-            task["dynamic_batch"] = True
+        if i in dynamic:
+            task["dynamic_dims"] = dynamic[i]
         jobs.append((i, key, task))
     # primaries first: a variant measured later finds its base problem's graph in the cache
     jobs.sort(key=lambda job: rows[job[0]].get("shape_role") not in (None, "primary"))
@@ -395,13 +398,27 @@ def _measure_gpu(jobs, envs, device, timeout_s, journal, results, extra, pool_op
     from curate.measure.worker import WorkerPool
 
     pool = WorkerPool(envs, device=device, timeout_s=timeout_s, **pool_opts)
+    # workers sharing a GPU may together ask for more memory than it has: a row refused
+    # memory beside the others is measured again at the end, alone on the GPU
+    shared = len(envs) > len({e.get("CUDA_VISIBLE_DEVICES", str(g)) for g, e in enumerate(envs)})
+    again: list[int] = []
     try:
+        if shared and jobs:
+            pool.start_workers(keep_alive=True)  # all at once, and up for the second pass
         tasks = [{**task, "device": device} for _, _, task in jobs]
         for j, res in progress(pool.map(tasks), len(tasks), "measure"):
+            if shared and res.get("reason") == "memory":
+                again.append(j)
+                continue
             i, key, _ = jobs[j]
             _record(journal, results, i, key, res)
+        for j in again:
+            for _, res in pool.map([tasks[j]]):
+                i, key, _ = jobs[j]
+                _record(journal, results, i, key, res)
     finally:
         pool.close()
+    extra["memory_retried_alone"] = len(again)
     extra["workers"] = len(envs)
     extra["gpus"] = sorted({r["gpu"] for r in results.values() if r.get("gpu")})
     extra["rows_per_worker"] = list(pool.per_worker)

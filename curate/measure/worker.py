@@ -120,7 +120,8 @@ def _serve(conn, device: str, env: dict[str, str], quiet: bool, mem_mb: int | No
             # Inductor's cache keys include torch's thread count: measure and compile-ahead
             # workers must agree on it, whatever cores each is pinned to
             torch.set_num_threads(threads)
-        lock = GpuLock(lock_path) if lock_path else None
+        timing_cpus = [int(c) for c in os.environ.get(TIMING_CPUS_ENV, "").split(",") if c.strip()]
+        lock = GpuLock(lock_path, timing_cpus=timing_cpus or None) if lock_path else None
         info: dict[str, Any] = {"pid": os.getpid(), "torch_version": torch.__version__,
                                 "device": str(dev), "gpu": None, "role": role}
         if dev.type == "cuda":
@@ -392,9 +393,13 @@ def default_compile_workers(gpus: int, cores: int | None = None) -> int:
 MEASURE_MEM_SHARE = 0.5
 COMPILE_MEM_SHARE = 0.4
 ALONE_MEM_SHARE = 0.9
-#: The part of a GPU's memory its measure workers split when several share it (each also
-#: holds a CUDA context, about 0.5 GB, outside its share).
-SHARED_MEM_SHARE = 0.85
+#: The part of a GPU's memory each of several measure workers sharing it may use. Their sum
+#: exceeds the GPU: rows seldom peak together (a band row's median peak is 1.4-2 GB on an
+#: H100), and a row refused memory beside the others is measured again alone at the end
+#: (curate.measure.stage); an even split of 80 GB over ten workers refused 19% of band rows.
+SHARED_MEM_SHARE = 0.3
+#: the worker environment variable naming the cores its GPU's timed trials run on
+TIMING_CPUS_ENV = "CURATE_TIMING_CPUS"
 
 
 def compile_mem_fraction(k: int, n: int) -> float:
@@ -497,6 +502,12 @@ class WorkerPool:
         cores = os.cpu_count() or 1
         pin = pin_cpus and cores >= 8 and 2 * len(envs) < cores
         rest = list(range(2 * len(envs), cores)) if pin else None
+        # several workers per GPU compile on every core; two cores per GPU are kept for
+        # whichever of them holds its GPU's lock to time (curate.measure.gpu_lock)
+        gpus = sorted(per_gpu)
+        reserve = pin_cpus and shared_gpus and cores >= 8 and 2 * len(gpus) + len(envs) <= cores
+        timing_cpus = {k: [2 * n, 2 * n + 1] for n, k in enumerate(gpus)} if reserve else {}
+        compile_cpus = list(range(2 * len(gpus), cores)) if reserve else None
         self.envs = [dict(e) for e in envs]
         self.workers: list[PersistentWorker] = []
         self.compilers: list[list[PersistentWorker]] = []
@@ -506,16 +517,19 @@ class WorkerPool:
             if sharing > 1:
                 # one core each: a compile runs in the worker, Triton's included
                 env.setdefault("TORCHINDUCTOR_COMPILE_THREADS", "1")
+                if gpu_of[g] in timing_cpus:
+                    env[TIMING_CPUS_ENV] = ",".join(map(str, timing_cpus[gpu_of[g]]))
             # one lock per GPU, for all of its measure and compile-ahead workers
             lock = os.path.join(self._lock_dir, f"gpu{gpu_of[g]}.lock") \
                 if cuda and (compile_workers or sharing > 1) else None
-            alone = ALONE_MEM_SHARE if sharing == 1 else SHARED_MEM_SHARE / sharing
+            alone = ALONE_MEM_SHARE if sharing == 1 else SHARED_MEM_SHARE
             share = (MEASURE_MEM_SHARE if compile_workers else alone) \
                 if gpu_mem_fraction is None else gpu_mem_fraction
             threads = 2 if pin else (1 if sharing > 1 else None)  # the measure worker's cores
             self.workers.append(PersistentWorker(
                 device, env, quiet, mem_mb=mem_mb, lock_path=lock,
-                gpu_mem_fraction=share if cuda else None, cpus=[2 * g, 2 * g + 1] if pin else None,
+                gpu_mem_fraction=share if cuda else None,
+                cpus=[2 * g, 2 * g + 1] if pin else (compile_cpus if sharing > 1 else None),
                 warm_inductor=warm_inductor, threads=threads))
             self.compilers.append([PersistentWorker(
                 device, env, quiet, mem_mb=mem_mb, role="compile", lock_path=lock,
