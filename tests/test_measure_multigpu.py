@@ -200,3 +200,12 @@ def test_the_multigpu_benchmark_dry_run_on_simulated_gpus(tmp_path):
     kill = rep["kill"]
     assert kill["each_row_once"] and kill["journal_each_row_once"] and len(kill["killed"]) == 1
     assert kill["finished_elsewhere"] and len(kill["killed_rows"]) == 1
+
+
+def test_default_measure_workers_per_gpu_keep_two_cores_for_timing():
+    from curate.measure.stage import default_workers_per_gpu
+
+    assert default_workers_per_gpu(1, cores=16) == 14  # one H100 host of 16 cores
+    assert default_workers_per_gpu(8, cores=128) == 14
+    assert default_workers_per_gpu(2, cores=12) == 1  # 6 cores a GPU: one timing worker
+    assert default_workers_per_gpu(1, cores=2) == 1

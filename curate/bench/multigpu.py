@@ -44,7 +44,7 @@ from typing import Any
 
 from curate.journal import Journal, read_entries
 from curate.measure.stats import median
-from curate.measure.worker import WorkerPool, gpu_slots
+from curate.measure.worker import ALONE_MEM_SHARE, WorkerPool, gpu_slots
 
 
 def load_rows(kernelbench: Path | None, source: Path | None, level: int, limit: int | None,
@@ -160,7 +160,13 @@ def phase_medians(kernelbench: Path, level: int, skip: int, limit: int, slots, t
         pool = WorkerPool([slots[k]] * per_gpu, device="cuda", timeout_s=timeout_s,
                           compile_workers=0)
         try:
+            if per_gpu > 1:
+                pool.start_workers(keep_alive=True)
             ours[k] = dict(pool.map(tasks))
+            # as the stage does: a row refused memory beside the others, again alone
+            for j in [j for j, r in ours[k].items() if per_gpu > 1 and r.get("reason") == "memory"]:
+                for _, res in pool.map([{**tasks[j], "gpu_mem_fraction": ALONE_MEM_SHARE}]):
+                    ours[k][j] = res
         finally:
             pool.close()
 
@@ -180,9 +186,14 @@ def phase_medians(kernelbench: Path, level: int, skip: int, limit: int, slots, t
                 rec = json.loads(line)
                 loop[rec["name"]] = rec
         ratios = []
+        detail = []
         for j, r in enumerate(rows):
-            e = (ours.get(k, {}).get(j) or {}).get("eager") or {}
+            res = ours.get(k, {}).get(j) or {}
+            e = res.get("eager") or {}
             lp = loop.get(r["name"]) or {}
+            detail.append({"name": r["name"], "loop_ms": lp.get("median_ms"),
+                           "ours_ms": e.get("median_ms"), "reason": res.get("reason"),
+                           "compile_ms": (res.get("compile") or {}).get("median_ms")})
             if e.get("median_ms") and lp.get("median_ms"):
                 ratios.append(e["median_ms"] / lp["median_ms"])
         dev = [abs(x - 1.0) for x in ratios]
@@ -191,6 +202,7 @@ def phase_medians(kernelbench: Path, level: int, skip: int, limit: int, slots, t
                "median_abs_deviation": median(dev) if dev else None,
                "median_ratio": median(ratios) if ratios else None,
                "within_5pct": sum(1 for d in dev if d <= 0.05) / len(dev) if dev else None}
+        rec["rows"] = detail
         rec["median_within_5pct"] = bool(rec["median_abs_deviation"] is not None
                                          and rec["median_abs_deviation"] <= 0.05)
         per_gpu.append(rec)

@@ -26,10 +26,12 @@ class MeasureOptions:
     warmup: int = field(default=3, metadata={"help": "Warm-up runs before timing."})
     timeout_s: float = field(default=300.0, metadata={"help": "Seconds allowed per problem."})
     workers: Optional[int] = field(default=None, metadata={
-        "help": "Measure workers (CUDA: one per GPU by default; more share each GPU, only timed "
-                "trials holding it alone; CPU timing uses 1)."})
+        "help": "Measure workers (CUDA default: with at least 8 cores per GPU, all of a GPU's cores "
+                "but two, each worker compiling its own rows and taking the GPU alone only for "
+                "timed trials, on the two cores kept for them; else one per GPU with compile-ahead "
+                "workers. CPU timing uses 1)."})
     budget_s: Optional[float] = field(default=None, metadata={
-        "help": "Seconds of timed trials per callable; trials are cut to fit (default 0.25 s on "
+        "help": "Seconds of timed trials per callable; trials are cut to fit (default 0.1 s on "
                 "CUDA, 1 s on the CPU; at least 10 trials on CUDA, 3 on the CPU)."})
     compile_workers: Optional[int] = field(default=None, metadata={
         "help": "CUDA: compile-ahead workers per GPU that run TorchInductor compiles on spare cores "

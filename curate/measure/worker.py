@@ -168,7 +168,14 @@ def _serve(conn, device: str, env: dict[str, str], quiet: bool, mem_mb: int | No
         if task is None:
             break
         saved = _torch_globals()
+        # a task may run with more of the GPU's memory than the worker's share (a row
+        # measured again alone after a memory refusal beside other workers)
+        fraction = task.pop("gpu_mem_fraction", None) if role == "measure" else None
+        if fraction and dev.type == "cuda":
+            torch.cuda.set_per_process_memory_fraction(fraction, dev)
         result = handler(task)
+        if fraction and dev.type == "cuda":
+            torch.cuda.set_per_process_memory_fraction(gpu_mem_fraction or 1.0, dev)
         try:
             _restore_torch_globals(saved)
         except Exception:  # state we cannot put back: let a fresh worker take the next task
