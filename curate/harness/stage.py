@@ -137,10 +137,8 @@ class StageRun:
         Raises:
             whatever ``fn`` raises.
         """
-        from curate.executor import _NO_SHARED
-
-        return self.executor.map(fn, items, shared=_NO_SHARED if shared is None else shared,
-                                 chunksize=chunksize)
+        given = {} if shared is None else {"shared": shared}
+        return self.executor.map(fn, items, chunksize=chunksize, **given)
 
     def sandboxed(self, fn: Callable, calls: Any, *, timeout_s: float, mem_mb: int | None,
                   guard: bool = False, workers: int | None = None) -> Any:
