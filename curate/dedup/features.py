@@ -21,7 +21,6 @@ import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from itertools import islice
 from multiprocessing import get_context
 from typing import ContextManager, Sequence
 
