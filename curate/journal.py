@@ -4,7 +4,8 @@ A stage killed half-way (a lost GPU lease, Ctrl-C) and started again with the sa
 settings reads the journal and only works on the items missing from it. The journal is
 JSON lines: a header ``{"fingerprint": ...}`` then ``{"key": ..., "value": ...}`` per
 item; a truncated last line (the kill came mid-write) is ignored. A different fingerprint
-(other settings) discards the old journal. The stage removes it once its output is written.
+(other settings) discards the old journal. The stage harness removes it once the stage's
+tables are written (:meth:`curate.harness.stage.StageRun.journal`).
 
 Standard library only.
 """
@@ -33,7 +34,7 @@ class Journal:
 
     def __init__(self, path: Path | str, fingerprint: Any):
         self.path = Path(path)
-        self.fingerprint = json.loads(json.dumps(fingerprint, sort_keys=True, default=str))
+        self.fingerprint = self.normal(fingerprint)
         self.done: dict[str, Any] = {}
         self.resumed = 0
         if self.path.exists():
@@ -42,6 +43,11 @@ class Journal:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.path.write_text(json.dumps({"fingerprint": self.fingerprint}) + "\n")
         self.resumed = len(self.done)
+
+    @staticmethod
+    def normal(fingerprint: Any) -> Any:
+        """``fingerprint`` as the journal stores it (through JSON: tuples become lists)."""
+        return json.loads(json.dumps(fingerprint, sort_keys=True, default=str))
 
     def _load(self) -> None:
         lines = self.path.read_text().splitlines()

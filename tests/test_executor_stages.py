@@ -1,5 +1,5 @@
-"""``--executor ray`` for dedup, diversify and rank: on a local Ray instance (2 CPUs), each
-writes the table its local run writes. (mine on Ray: tests/test_executor.py; measure on Ray,
+"""``--executor ray`` for dedup, diversify, rank and export: on a local Ray instance (2 CPUs),
+each writes the table its local run writes. (mine on Ray: tests/test_executor.py; measure on Ray,
 CPU device: tests/test_measure_multigpu.py.)"""
 
 from __future__ import annotations
@@ -138,3 +138,25 @@ def test_rank_on_ray_verifies_candidates_as_here(ray_local, tmp_path: Path):
     got = {r["problem_id"]: r for r in read_problems(tmp_path / "ray" / "rank").iter_rows(named=True)}
     assert (got["kb-19-relu"]["n_candidates"], got["kb-19-relu"]["n_correct"]) == (2, 1)
     assert got["torch-relu"]["level"] == 1
+
+
+def test_export_on_ray_prunes_as_here(ray_local, tmp_path: Path):
+    """The pruning proofs run as sandboxed Ray tasks; the exported code, its split and the
+    prune counts are the local run's."""
+    rows = [_row(cls.__name__.lower(), _torch_module(cls, init, [_t(8, 64)]), init, [_t(8, 64)])
+            for cls, init in ((torch.nn.Mish, []), (torch.nn.GELU, ["tanh"]), (torch.nn.ELU, [1.0]),
+                              (torch.nn.Linear, [64, 32]))]
+    for out in (tmp_path / "local", tmp_path / "ray"):
+        _write(out, "mine", rows)
+    result = CliRunner().invoke(app, ["export", "--out", str(tmp_path / "ray"), "--executor", "ray",
+                                      "--workers", "2"])
+    assert result.exit_code == 0, result.output
+    from curate.export import run
+
+    local = run(tmp_path / "local", workers=2)
+    assert ray.is_initialized()
+    on_ray = json.loads((tmp_path / "ray" / "export" / "stats.json").read_text())
+    assert on_ray["prune"] == local["prune"]
+    assert local["prune"]["pruned"] >= 1 and local["prune"]["checked"] == len(rows)
+    _same(tmp_path / "local", tmp_path / "ray", "export",
+          ["problem_id", "variant", "code", "pruned", "code_chars_unpruned", "split"])

@@ -148,3 +148,84 @@ def test_a_stage_work_function_must_take_its_declared_options():
         @stage("dedup")
         def run(sr, threshold, num_perm):  # the rest of dedup's options forgotten
             return {}
+
+
+def _export_shaped(body):
+    """A work function with export's option names (``@stage`` checks them) that runs ``body(sr)``."""
+    def work(sr, **_):
+        return body(sr)
+
+    names = [f.name for f in fields(options_class("export"))]
+    P = inspect.Parameter
+    work.__signature__ = inspect.Signature([P("sr", P.POSITIONAL_OR_KEYWORD)]
+                                           + [P(n, P.KEYWORD_ONLY) for n in names])
+    return work
+
+
+def test_journal_survives_a_failed_run_resumes_and_goes_with_the_tables(tmp_path: Path):
+    """The harness's journal: a run that fails part way keeps it, the rerun skips what it
+    holds (``resumed`` in stats.json), and it is removed once the tables are written. The
+    work is dispatched with ``sr.map`` on the stage's executor (two local processes), which
+    the harness closes when the stage ends, failed or not."""
+    import json
+    import math
+
+    import polars as pl
+
+    from curate.harness.stage import StageRun, stage
+    from curate.table import Rejections, read_problems, write_stage
+
+    items = [float(x) for x in range(10)]
+    df = pl.DataFrame({"problem_id": [f"p{i}" for i in range(10)], "code": ["x = 1\n"] * 10, "x": items})
+    write_stage(tmp_path, "rank", df, Rejections("rank").frame(like=df), df.height, 0.0)
+    seen: list[StageRun] = []
+    computed: list[float] = []
+
+    def body(sr: StageRun, fail_after: int | None):
+        seen.append(sr)
+        journal = sr.journal({"fn": "sqrt"})
+        rows = read_problems(sr.input).to_dicts()
+        todo = [r for r in rows if r["problem_id"] not in journal]
+        for n, (r, y) in enumerate(zip(todo, sr.map(math.sqrt, [r["x"] for r in todo]))):
+            if fail_after is not None and n == fail_after:
+                raise RuntimeError("killed part way")
+            journal.add(r["problem_id"], y)
+            computed.append(r["x"])
+        kept = pl.DataFrame([{**r, "y": journal.get(r["problem_id"])} for r in rows])
+        return sr.write(kept, Rejections("export").frame(like=kept), len(rows))
+
+    failing = stage("export")(_export_shaped(lambda sr: body(sr, 4)))
+    with pytest.raises(RuntimeError, match="killed part way"):
+        failing(tmp_path, workers=2)
+    path = tmp_path / "export" / "_journal.jsonl"
+    assert path.is_file() and len(path.read_text().splitlines()) == 1 + 4
+    assert seen[0]._executor is None  # closed although the stage failed
+
+    stats = stage("export")(_export_shaped(lambda sr: body(sr, None)))(tmp_path, workers=2)
+    assert stats["resumed"] == 4 and stats["kept"] == 10
+    assert sorted(computed) == items  # each item once over both runs
+    assert not path.exists()
+    got = read_problems(tmp_path / "export")
+    assert got["y"].to_list() == [math.sqrt(x) for x in items]
+    assert json.loads((tmp_path / "export" / "stats.json").read_text())["resumed"] == 4
+
+
+def test_journal_kept_as_a_cache_and_one_per_run(tmp_path: Path):
+    """``keep_as``: the finished journal becomes a cache the next run starts from (mine's
+    ``_synthesized.jsonl``); a second journal with other settings in one run is refused."""
+    import polars as pl
+
+    from curate.harness.stage import StageRun
+    from curate.table import Rejections
+
+    empty = pl.DataFrame({"problem_id": ["a"]})
+    sr = StageRun("mine", tmp_path)
+    j = sr.journal({"v": 1}, keep_as="_done.jsonl")
+    assert sr.journal({"v": 1}, keep_as="_done.jsonl") is j
+    with pytest.raises(ValueError, match="one journal"):
+        sr.journal({"v": 2})
+    j.add("a", 1)
+    sr.write(empty, Rejections("mine").frame(like=empty), 1)
+    assert (tmp_path / "mine" / "_done.jsonl").is_file() and not (tmp_path / "mine" / "_journal.jsonl").exists()
+    again = StageRun("mine", tmp_path).journal({"v": 1}, keep_as="_done.jsonl")
+    assert again.resumed == 1 and again.get("a") == 1

@@ -20,16 +20,15 @@ import os
 import time
 from collections import deque
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from itertools import islice
 from multiprocessing import get_context
-from typing import Iterator, Sequence
+from typing import ContextManager, Sequence
 
 import numpy as np
 import polars as pl
 
 from curate.dedup.minhash import sign
+from curate.scoped import scoped_items
 from curate.dedup.tokens import OP_NAMES, normalize_batch
 
 BATCH = 512
@@ -239,19 +238,9 @@ def _parse_error(code: str) -> str:
     return ""
 
 
-@contextmanager
-def _worker_env() -> Iterator[None]:
+def _worker_env() -> "ContextManager[None]":
     """Environment for worker processes spawned inside the block (they copy it at start)."""
-    saved = {k: os.environ.get(k) for k in _WORKER_ENV}
-    os.environ.update(_WORKER_ENV)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
+    return scoped_items(os.environ, _WORKER_ENV)
 
 
 def warm_up(num_perm: int = 128, backend: str = "rminhash") -> None:

@@ -71,7 +71,6 @@ from curate.dedup.features import FeatureTable, featurize_table
 from curate.dedup.minhash import BACKENDS, candidate_arrays, components, jaccard
 from curate.dedup.reference import ReferenceUnavailable, resolve
 from curate.dedup.tokens import normalize_batch
-from curate.executor import executor_for
 from curate.harness.stage import StageRun, stage
 from curate.table import REJECT_COLUMNS, read_problems
 
@@ -231,14 +230,9 @@ def run(sr: StageRun, threshold: float, num_perm: int, kernelbench: str,
 
     t = time.monotonic()
     keep = int(codes.str.len_bytes().sum() or 0) <= KEEP_SHINGLES_MAX_CODE_BYTES
-    ex, owned = executor_for(executor, workers, ray_address)
-    try:
-        feats = featurize_table(codes, num_perm, workers, backend=backend, parse_check=parse_check,
-                                screen=index.screen(contamination_threshold) if index else None,
-                                keep_shingles=keep, executor=ex)
-    finally:
-        if owned:
-            ex.close()
+    feats = featurize_table(codes, num_perm, workers, backend=backend, parse_check=parse_check,
+                            screen=index.screen(contamination_threshold) if index else None,
+                            keep_shingles=keep, executor=sr.remote)
     steps["features"] = time.monotonic() - t
 
     # One entry per distinct normalized text; identical texts share everything below.

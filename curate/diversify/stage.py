@@ -58,10 +58,8 @@ import polars as pl
 
 from curate.diversify.cost import gpu_profile
 from curate.diversify.plan import plan_task
-from curate.journal import Journal, content_key
+from curate.journal import content_key
 from curate.problem import INPUTS_MARKER, dumps, replace_inputs
-from curate.progress import progress
-from curate.executor import executor_for, sandboxed_map
 from curate.harness.stage import StageRun, stage
 from curate.table import Rejections, read_problems
 
@@ -135,7 +133,7 @@ def run(sr: StageRun, variants: int, band_ms: tuple[float, float], target_gpu: s
     budget = int(mem_budget_mb * 2**20)
     settings = {"variants": variants, "band": [lo, hi], "gpu": target_gpu, "mem_budget_mb": mem_budget_mb,
                 "timeout_s": timeout_s, "device": dev.split(":")[0], "plan": 2}
-    journal = Journal(sr.dir / "_journal.jsonl", settings)
+    journal = sr.journal(settings)
 
     parsed: dict[int, tuple[list, list]] = {}
     plans: dict[int, dict[str, Any]] = {}
@@ -158,22 +156,17 @@ def run(sr: StageRun, variants: int, band_ms: tuple[float, float], target_gpu: s
                 timeout_s * DEADLINE_SHARE)
         jobs.append((i, key, args))
 
-    ex, owned = executor_for(executor, workers, ray_address)
-    try:
-        stream = sandboxed_map(plan_task, [(a, {}) for _, _, a in jobs], executor=ex, workers=workers,
-                               timeout_s=timeout_s, mem_mb=mem_mb or 8192)
-        for j, outcome in progress(stream, len(jobs), "diversify: plan"):
-            i, key, _ = jobs[j]
-            res = outcome.value if outcome.ok else {"ok": False, "detail": f"{outcome.status}: {outcome.error}"}
-            plans[i] = res
-            journal.add(key, res)
-    finally:
-        if owned:
-            ex.close()
+    stream = sr.sandboxed(plan_task, [(a, {}) for _, _, a in jobs], timeout_s=timeout_s,
+                          mem_mb=mem_mb or 8192)
+    for j, outcome in sr.progress(stream, len(jobs), "plan"):
+        i, key, _ = jobs[j]
+        res = outcome.value if outcome.ok else {"ok": False, "detail": f"{outcome.status}: {outcome.error}"}
+        plans[i] = res
+        journal.add(key, res)
 
     calib: dict[int, dict[str, Any]] = {}
     if dev.startswith("cuda"):
-        calib = _calibrate(rows, parsed, plans, dev, (lo, hi), mem_budget_mb, timeout_s, journal)
+        calib = _calibrate(sr, rows, parsed, plans, dev, (lo, hi), mem_budget_mb, timeout_s, journal)
     mined_ms = sorted(c["mined"]["ms"] for c in calib.values() if (c.get("mined") or {}).get("ms") is not None)
 
     kept: list[dict[str, Any]] = []
@@ -207,19 +200,17 @@ def run(sr: StageRun, variants: int, band_ms: tuple[float, float], target_gpu: s
 
     kept_df = _frame(kept, df)
     before.sort()
-    stats = sr.write(kept_df, rejects.frame(df), len(rows), kept_in=kept_in,
+    return sr.write(kept_df, rejects.frame(df), len(rows), kept_in=kept_in,
                     extra={"variants_requested": variants, "band_ms": [lo, hi], "target_gpu": target_gpu,
                            "device": dev, "mem_budget_mb": mem_budget_mb,
                            "shapes_histogram": {str(k): v for k, v in sorted(hist.items())},
                            "primary_families": dict(fams.most_common()),
                            "before_est_ms": _quantiles(before), "before_calib_ms": _quantiles(mined_ms),
-                           "gpu": next((c.get("gpu") for c in calib.values() if c.get("gpu")), None),
-                           "resumed": journal.resumed})
-    journal.remove()
-    return stats
+                           "gpu": next((c.get("gpu") for c in calib.values() if c.get("gpu")), None)})
 
 
-def _calibrate(rows, parsed, plans, dev, band, mem_budget_mb, timeout_s, journal) -> dict[int, dict]:
+def _calibrate(sr: StageRun, rows, parsed, plans, dev, band, mem_budget_mb, timeout_s,
+               journal) -> dict[int, dict]:
     """Time each planned problem's shapes on the GPU (one persistent worker; a crash or hang
     ends that problem only)."""
     from curate.measure.worker import PersistentWorker
@@ -244,7 +235,7 @@ def _calibrate(rows, parsed, plans, dev, band, mem_budget_mb, timeout_s, journal
         return out
     worker = PersistentWorker(device=dev, role="calibrate", mem_mb=None)
     try:
-        for i, key, task in progress(todo, len(todo), "diversify: calibrate on GPU"):
+        for i, key, task in sr.progress(todo, len(todo), "calibrate on GPU"):
             res = worker.measure(task, timeout_s)
             if "ok" not in res:  # the worker died or timed out: a dead_result
                 res = {"ok": False, "detail": f"{res.get('reason')}: {res.get('detail')}"}

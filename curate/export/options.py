@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+from curate.harness.options import executor_option, ray_address_option
+
 
 @dataclass
 class ExportOptions:
@@ -27,3 +29,7 @@ class ExportOptions:
         "help": "Seconds to run one original and its pruned program."})
     token: Optional[str] = field(default=None, metadata={
         "cli": False, "help": "Hugging Face token for the upload (default: the logged-in one)."})
+    executor: str = executor_option(
+        "Where the pruned programs are proven: 'local' (sandboxed processes on this machine) or "
+        "'ray' (a sandboxed Ray task per program body).")
+    ray_address: Optional[str] = ray_address_option()

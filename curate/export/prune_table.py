@@ -24,7 +24,7 @@ import ast
 import json
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import polars as pl
 
@@ -48,7 +48,8 @@ def _load_cache(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def prune_codes(df: pl.DataFrame, cache: Path | None = None, workers: int | None = None,
-                timeout_s: float = 60.0, mem_mb: int = 4096, seed: int = 0
+                timeout_s: float = 60.0, mem_mb: int = 4096, seed: int = 0,
+                executor: Any = None, progress: Callable = progress
                 ) -> tuple[pl.DataFrame, dict[str, Any]]:
     """Prune the ``code`` column of ``df`` (rows with non-empty code).
 
@@ -57,6 +58,10 @@ def prune_codes(df: pl.DataFrame, cache: Path | None = None, workers: int | None
             and ``variant`` (which row represents a body).
         cache: JSON-lines file of proven results (created; None: no cache).
         workers: sandbox processes (default: CPU count).
+        executor: a :class:`curate.executor.Executor` (Ray) whose sandboxed tasks prove the
+            bodies instead of the local sandbox processes; the result is the same.
+        progress: ``progress(items, total, label)`` showing the proofs (the stage's
+            :meth:`~curate.harness.stage.StageRun.progress`).
         timeout_s: seconds to run both programs of one body.
         mem_mb: address-space budget of a check process (MiB).
         seed: the seed both programs run with.
@@ -70,7 +75,7 @@ def prune_codes(df: pl.DataFrame, cache: Path | None = None, workers: int | None
         ``original failed``, ``timeout`` ...) and ``chars_before``/``chars_after`` summed
         over rows.
     """
-    from curate.sandbox import Sandbox
+    from curate.executor import sandboxed_map
 
     codes = df["code"].to_list()
     heads = [c.partition(INPUTS_MARKER)[0] for c in codes]
@@ -121,11 +126,12 @@ def prune_codes(df: pl.DataFrame, cache: Path | None = None, workers: int | None
         else:
             todo.append((head, key, proof, variants, i))
     if todo:
-        box = Sandbox(workers=workers, timeout_s=timeout_s, mem_mb=mem_mb, guard=True)
         out = open(cache, "a") if cache else None
         try:
             calls = [((proof, variants, seed), {}) for _, _, proof, variants, _ in todo]
-            for j, outcome in progress(box.map(prune_task, calls), len(calls), "prune check"):
+            stream = sandboxed_map(prune_task, calls, executor=executor, workers=workers,
+                                   timeout_s=timeout_s, mem_mb=mem_mb, guard=True)
+            for j, outcome in progress(stream, len(calls), "prune check"):
                 head, key = todo[j][:2]
                 value = (outcome.value if outcome.ok else
                          {"same": False, "pruned": None, "tables": [],

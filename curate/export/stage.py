@@ -53,7 +53,8 @@ def _order(df: pl.DataFrame) -> pl.DataFrame:
 @stage("export")
 def run(sr: StageRun, name: str, val_fraction: float, test_fraction: float, seed: int,
         max_prompt_tokens: int | None, prune: bool, workers: int | None, push_to_hub_repo: str | None,
-        private: bool, prune_timeout_s: float, token: str | None) -> dict[str, Any]:
+        private: bool, prune_timeout_s: float, token: str | None, executor: str,
+        ray_address: str | None) -> dict[str, Any]:
     """Prune, split by dedup cluster and write the dataset, its card and the verl view.
 
     Options (:class:`curate.export.options.ExportOptions`):
@@ -66,11 +67,15 @@ def run(sr: StageRun, name: str, val_fraction: float, test_fraction: float, seed
             None keeps every length.
         prune: prune each program (:mod:`curate.export.prune_table`); False exports the
             code as the input table has it.
-        workers: sandbox processes proving pruned programs (default: CPU count).
+        workers: sandbox processes proving pruned programs (default: CPU count); with
+            ``executor="ray"`` and no address, the CPUs of the local Ray instance.
         prune_timeout_s: seconds to run one original and its pruned program.
         push_to_hub_repo: also upload every config to this Hugging Face dataset repository
             (``DatasetDict.push_to_hub``), after the local files are written.
         private, token: for the upload.
+        executor: ``local`` or ``ray``: where the pruned programs are proven (a sandboxed Ray
+            task per program body, :mod:`curate.executor`); the rest runs here.
+        ray_address: the Ray cluster to join (``executor="ray"``; None starts a local one).
     Returns:
         The stats dict written to ``out/export/stats.json``, with ``rows_per_split``,
         ``clusters_per_split``, ``base_problems_per_split``, ``prune`` (see
@@ -98,7 +103,8 @@ def run(sr: StageRun, name: str, val_fraction: float, test_fraction: float, seed
     rows = table.filter(~missing)
     prune_stats: dict[str, Any] = {"enabled": prune}
     if prune and rows.height:
-        rows, more = prune_codes(rows, d / "_prune_checks.jsonl", workers, prune_timeout_s)
+        rows, more = prune_codes(rows, d / "_prune_checks.jsonl", workers, prune_timeout_s,
+                                 executor=sr.remote, progress=sr.progress)
         prune_stats.update(more)
     else:
         rows = rows.with_columns(pl.lit(False).alias("pruned"),

@@ -57,8 +57,6 @@ from curate.problem import mined_inputs, replace_inputs
 from curate.measure.core import measure_problem
 from curate.measure.variants import dynamic_dims_by_row
 from curate.journal import Journal, content_key
-from curate.progress import progress
-from curate.sandbox import Sandbox
 from curate.harness.stage import StageRun, stage
 from curate.table import Rejections, read_problems
 
@@ -221,7 +219,7 @@ def run(sr: StageRun, device: str, inductor: bool | None, min_ms: float, max_ms:
                 "trials": trials, "warmup": warmup, "budget_s": budget_s, "timeout_s": timeout_s,
                 "cuda_graph": cuda_graph, "profile": profile, "gpu_mem_fraction": gpu_mem_fraction,
                 "conform": conform, "dynamic_shapes": dynamic_shapes}
-    journal = Journal(sr.dir / "_journal.jsonl", settings)
+    journal = sr.journal(settings)
     jobs: list[tuple[int, str, dict[str, Any]]] = []  # row index, journal key, task
     dynamic = dynamic_dims_by_row(rows) if dynamic_shapes and cuda and inductor else {}
     tagged: dict[int, list[str]] = {}  # row index -> notes the stage adds
@@ -262,18 +260,18 @@ def run(sr: StageRun, device: str, inductor: bool | None, min_ms: float, max_ms:
     jobs.sort(key=lambda job: rows[job[0]].get("shape_role") not in (None, "primary"))
 
     extra: dict[str, Any] = {"device": dev, "inductor": inductor, "band_ms": [min_ms, max_ms],
-                             "trials": trials, "warmup": warmup, "resumed": journal.resumed}
+                             "trials": trials, "warmup": warmup}
     extra["executor"] = executor
     if jobs:
         pool_opts = {"compile_workers": compile_workers, "gpu_mem_fraction": gpu_mem_fraction,
                      "inductor_cache": inductor_cache, "warm_inductor": inductor}
         if executor == "ray":
-            _measure_ray(jobs, dev, workers, timeout_s, journal, results, extra, pool_opts, ray_address)
+            _measure_ray(sr, jobs, dev, workers, timeout_s, journal, results, extra, pool_opts, ray_address)
         elif cuda:
             envs, pool_device = _gpu_workers(dev, workers)
-            _measure_gpu(jobs, envs, pool_device, timeout_s, journal, results, extra, pool_opts)
+            _measure_gpu(sr, jobs, envs, pool_device, timeout_s, journal, results, extra, pool_opts)
         else:
-            _measure_cpu(jobs, workers, timeout_s, mem_mb, journal, results)
+            _measure_cpu(sr, jobs, workers, timeout_s, mem_mb, journal, results)
 
     kept: list[dict[str, Any]] = []
     for i, row in enumerate(rows):
@@ -300,9 +298,7 @@ def run(sr: StageRun, device: str, inductor: bool | None, min_ms: float, max_ms:
         speedups = kept_df["inductor_speedup"].drop_nulls()
         if speedups.len():
             extra["inductor_speedup_geomean"] = math.exp(speedups.log().mean())
-    stats = sr.write(kept_df, rej_df, len(rows), extra)
-    journal.remove()
-    return stats
+    return sr.write(kept_df, rej_df, len(rows), extra)
 
 
 def _hold_to_shapes(kept: list[dict[str, Any]], rows: list[dict[str, Any]], rejects: Rejections,
@@ -379,10 +375,11 @@ def _record(journal: Journal, results: dict, i: int, key: str, res: dict[str, An
     journal.add(key, res)
 
 
-def _measure_cpu(jobs, workers, timeout_s, mem_mb, journal, results) -> None:
-    sandbox = Sandbox(workers=workers or 1, timeout_s=timeout_s, mem_mb=mem_mb)
+def _measure_cpu(sr: StageRun, jobs, workers, timeout_s, mem_mb, journal, results) -> None:
+    # one timing at a time by default: two timers on a small machine disturb each other
     calls = [((), task) for _, _, task in jobs]
-    for j, outcome in progress(sandbox.map(measure_problem, calls), len(calls), "measure"):
+    stream = sr.sandboxed(measure_problem, calls, timeout_s=timeout_s, mem_mb=mem_mb, workers=workers or 1)
+    for j, outcome in sr.progress(stream, len(calls)):
         i, key, _ = jobs[j]
         if outcome.ok:
             res = outcome.value
@@ -413,7 +410,7 @@ def default_workers_per_gpu(gpus: int, cores: int | None = None) -> int:
     return per - 2 if per >= 8 else 1
 
 
-def _measure_gpu(jobs, envs, device, timeout_s, journal, results, extra, pool_opts) -> None:
+def _measure_gpu(sr: StageRun, jobs, envs, device, timeout_s, journal, results, extra, pool_opts) -> None:
     from curate.measure.worker import ALONE_MEM_SHARE, WorkerPool
 
     pool = WorkerPool(envs, device=device, timeout_s=timeout_s, **pool_opts)
@@ -425,7 +422,7 @@ def _measure_gpu(jobs, envs, device, timeout_s, journal, results, extra, pool_op
         if shared and jobs:
             pool.start_workers(keep_alive=True)  # all at once, and up for the second pass
         tasks = [{**task, "device": device} for _, _, task in jobs]
-        for j, res in progress(pool.map(tasks), len(tasks), "measure"):
+        for j, res in sr.progress(pool.map(tasks), len(tasks)):
             if shared and res.get("reason") == "memory":
                 again.append(j)
                 continue
@@ -449,7 +446,7 @@ def _measure_gpu(jobs, envs, device, timeout_s, journal, results, extra, pool_op
                                       if (r.get("compile_cache") or {}).get("hit"))
 
 
-def _measure_ray(jobs, dev, workers, timeout_s, journal, results, extra, pool_opts,
+def _measure_ray(sr: StageRun, jobs, dev, workers, timeout_s, journal, results, extra, pool_opts,
                  ray_address) -> None:
     from curate.executor import RayExecutor
     from curate.measure.cluster import measure_on_ray
@@ -460,8 +457,8 @@ def _measure_ray(jobs, dev, workers, timeout_s, journal, results, extra, pool_op
     info: dict[str, Any] = {}
     with RayExecutor(address=ray_address):  # joins a running instance, else starts (and ends) one
         tasks = [{**task, "device": device} for _, _, task in jobs]
-        for j, res in progress(measure_on_ray(tasks, device, timeout_s, pool_opts, actors=workers,
-                                              stats=info), len(tasks), "measure"):
+        for j, res in sr.progress(measure_on_ray(tasks, device, timeout_s, pool_opts, actors=workers,
+                                                 stats=info), len(tasks)):
             i, key, _ = jobs[j]
             _record(journal, results, i, key, res)
     extra["ray_nodes"] = len({a.get("node") for a in info.get("actors", []) if a.get("node")})

@@ -24,7 +24,10 @@ differs between two runs on the same inputs (``nonfinite_output``, ``random_outp
 
 Resumable: each synthesis outcome is appended to ``OUT/mine/_journal.jsonl`` as it finishes;
 a run killed half-way and started again with the same manifest and settings synthesizes
-only the classes missing from it, and writes the same table as an uninterrupted run.
+only the classes missing from it, and writes the same table as an uninterrupted run. A
+finished run keeps the journal as ``OUT/mine/_synthesized.jsonl`` (the stage harness renames
+it, :meth:`curate.harness.stage.StageRun.journal`), so the next run synthesizes only classes
+that are new or whose closure changed.
 """
 
 from __future__ import annotations

@@ -3,31 +3,19 @@ across seeds (:func:`determinism`) and finiteness."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import torch
 from torch import nn
 
+from curate.outputs import output_tensors
 from curate.problem import build_inputs
 from curate.mine.inputs import call
 
 
 def _outputs_ok(out: Any) -> bool:
-    tensors = [t for t in _flatten(out) if isinstance(t, torch.Tensor)]
+    tensors = output_tensors(out)
     return bool(tensors) and any(t.is_floating_point() or t.dtype in (torch.int64, torch.bool) for t in tensors)
-
-
-def _flatten(out: Any) -> list[Any]:
-    if isinstance(out, torch.Tensor):
-        return [out]
-    if isinstance(out, (list, tuple)):
-        return [x for o in out for x in _flatten(o)]
-    if isinstance(out, dict):
-        return [x for o in out.values() for x in _flatten(o)]
-    if dataclasses.is_dataclass(out) and not isinstance(out, type):
-        return [x for f in dataclasses.fields(out) for x in _flatten(getattr(out, f.name, None))]
-    return []
 
 
 def main_tensor(out: Any) -> torch.Tensor | None:
@@ -35,12 +23,12 @@ def main_tensor(out: Any) -> torch.Tensor | None:
     tensor of a tuple, named tuple, list, dict or dataclass output walked depth first in
     order (else its first tensor); None when it holds no tensor. Same rule as
     :data:`curate.mine.codegen.MAIN_TENSOR_SOURCE`."""
-    found = [t for t in _flatten(out) if isinstance(t, torch.Tensor)]
+    found = output_tensors(out)
     return next((t for t in found if t.is_floating_point()), found[0] if found else None)
 
 
 def _same(a: Any, b: Any) -> bool:
-    ta, tb = _flatten(a), _flatten(b)
+    ta, tb = output_tensors(a), output_tensors(b)
     return len(ta) == len(tb) and all(x.shape == y.shape and torch.equal(x, y) for x, y in zip(ta, tb))
 
 
@@ -64,7 +52,7 @@ def determinism(module: nn.Module, specs: list[dict], out: Any) -> str:
 
 
 def _finite(out: Any) -> bool:
-    return all(bool(torch.isfinite(t).all()) for t in _flatten(out) if t.is_floating_point())
+    return all(bool(torch.isfinite(t).all()) for t in output_tensors(out) if t.is_floating_point())
 
 
 # --------------------------------------------------------------------------- the task

@@ -18,6 +18,7 @@ from typing import Any, Iterator
 import torch
 from torch import nn
 
+from curate.scoped import scoped_items
 from curate.mine.guess import ConfigArg, Expr, NamespaceArg
 from curate.mine.inputs import _forward_params
 
@@ -246,17 +247,8 @@ def problem_imports(closure_source: str) -> Iterator[None]:
         pass
     allowed = _RUNTIME | _torch_requirements() | named
     blocked = {m.name for m in pkgutil.iter_modules() if m.name not in allowed and not m.name.startswith("_")}
-    saved = {name: sys.modules.get(name) for name in blocked}
-    for name in blocked:
-        sys.modules[name] = None
-    try:
+    with scoped_items(sys.modules, dict.fromkeys(blocked)):
         yield
-    finally:
-        for name, module in saved.items():
-            if module is None:
-                sys.modules.pop(name, None)
-            else:
-                sys.modules[name] = module
 
 
 EXEC_SAFE_LINE = '__name__ = globals().get("__name__") or "builtins"  # as classes get under exec() into {}'

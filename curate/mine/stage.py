@@ -15,8 +15,8 @@ from typing import Any, Iterable
 
 import polars as pl
 
-from curate.executor import Executor, LocalExecutor, make_executor
-from curate.journal import Journal, content_key
+from curate.executor import Executor, LocalExecutor
+from curate.journal import content_key
 from curate.mine import default_cache
 from curate.mine.deps import dependency_roots
 from curate.mine.offload import read_outcomes, write_tasks
@@ -182,14 +182,8 @@ def run(sr: StageRun, manifest: Path | str, workers: int | None, timeout_s: floa
     """
     cache = Path(cache_dir) if cache_dir else default_cache()
     entries = load_manifest(manifest)
-    own = not isinstance(executor, Executor)
-    ex = make_executor(executor, workers, ray_address) if own else executor
-    try:
-        return _run(sr, manifest, entries, cache, ex, timeout_s, mem_mb, limit, frozenset(retry),
-                    export_pending, list(import_outcomes), sample_per_source, sample_seed)
-    finally:
-        if own:
-            ex.close()
+    return _run(sr, manifest, entries, cache, sr.executor, timeout_s, mem_mb, limit, frozenset(retry),
+                export_pending, list(import_outcomes), sample_per_source, sample_seed)
 
 
 def interleave(items: list, key, seed: int | None = 0) -> list:
@@ -284,13 +278,9 @@ def _run(sr: StageRun, manifest: Path | str, entries: list[dict], cache: Path, e
     # exist) is not part of the fingerprint: a source added to the manifest, or a larger
     # --limit, resumes a stopped run instead of discarding its finished syntheses.
     settings = {"journal": 2, "timeout_s": timeout_s, "mem_mb": mem_mb}
-    journal_path = sr.dir / "_journal.jsonl"
     # A finished run keeps its outcomes (keyed by closure content) as a cache: sources added
     # to the manifest later, or changed closures, are all a new run synthesizes.
-    finished = sr.dir / "_synthesized.jsonl"
-    if finished.exists() and not journal_path.exists():
-        finished.rename(journal_path)
-    journal = Journal(journal_path, settings)
+    journal = sr.journal(settings, keep_as="_synthesized.jsonl")
     keys = [content_key(row["problem_id"], args[0]) for row, args in tasks]
     plan = sr.dir / "_plan.json"  # for progress reports on a running or stopped run
     plan.write_text(json.dumps({"sources": per_source, "tasks": {
@@ -319,8 +309,8 @@ def _run(sr: StageRun, manifest: Path | str, entries: list[dict], cache: Path, e
         return {"stage": "mine", "exported": n, "pending_file": str(export_pending), "imported": imported}
     calls = [(tasks[i][1], {}) for i in todo]
     t = time.monotonic()
-    outcomes = ex.sandboxed(synthesize_task, calls, timeout_s=timeout_s, mem_mb=mem_mb, guard=True)
-    for j, outcome in progress(outcomes, len(calls), "synthesize"):
+    outcomes = sr.sandboxed(synthesize_task, calls, timeout_s=timeout_s, mem_mb=mem_mb, guard=True)
+    for j, outcome in sr.progress(outcomes, len(calls), "synthesize"):
         value = outcome.value if outcome.ok else {"ok": False, "reason": outcome.status,
                                                    "detail": outcome.error}
         journal.add(keys[todo[j]], {**value, "synthesis": version})
@@ -342,9 +332,8 @@ def _run(sr: StageRun, manifest: Path | str, entries: list[dict], cache: Path, e
     for name in per_source:
         per_source[name]["kept"] = sum(1 for r in kept if r["source"]["name"] == name)
     stats = sr.write(kept_df, rejects.frame(kept_df), rows_in,
-                    extra={"sources": per_source, "resumed": journal.resumed, "executor": ex.kind,
-                           "workers": ex.workers, "imported_outcomes": imported,
-                           "phase_seconds": {k: round(v, 2) for k, v in phases.items()}})
-    journal.path.rename(finished)
+                     extra={"sources": per_source, "executor": ex.kind,
+                            "workers": ex.workers, "imported_outcomes": imported,
+                            "phase_seconds": {k: round(v, 2) for k, v in phases.items()}})
     plan.unlink(missing_ok=True)
     return stats

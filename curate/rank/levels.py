@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from curate.problem import mined_inputs
 from curate.progress import progress
@@ -37,11 +37,13 @@ def _task_args(row: dict[str, Any]) -> tuple:
 
 
 def structures(rows: list[dict[str, Any]], cache: Path, workers: int | None = None,
-               timeout_s: float = 60.0, executor: "Executor | None" = None) -> list[dict[str, Any]]:
+               timeout_s: float = 60.0, executor: "Executor | None" = None,
+               progress: Callable = progress) -> list[dict[str, Any]]:
     """The structure of each row (same order): :func:`curate.structure.structure_task`'s
     dict, or ``{"ok": False, "error"}`` for a row whose trace failed, timed out or whose
     ``init_args``/``input_spec`` are not JSON. Traces run in ``workers`` local sandboxes, or
-    as sandboxed tasks of ``executor`` (Ray) when given."""
+    as sandboxed tasks of ``executor`` (Ray) when given; ``progress(items, total, label)``
+    shows them (the stage's :meth:`~curate.harness.stage.StageRun.progress`)."""
     out: list[dict[str, Any] | None] = [None] * len(rows)
     by_base: dict[str, list[int]] = {}
     firsts: dict[str, tuple] = {}
@@ -66,7 +68,7 @@ def structures(rows: list[dict[str, Any]], cache: Path, workers: int | None = No
             todo.append((base, path, args))
     stream = sandboxed_map(structure_task, [(a, {}) for _, _, a in todo], executor=executor,
                            workers=workers, timeout_s=timeout_s, mem_mb=TRACE_MEM_MB, guard=True)
-    for j, outcome in progress(stream, len(todo), "rank: structure"):
+    for j, outcome in progress(stream, len(todo), "structure"):
         base, path, _ = todo[j]
         res = outcome.value if outcome.ok else {"ok": False, "error": f"{outcome.status}: {outcome.error}"[:300]}
         if outcome.ok:  # a timeout may pass on a less loaded machine: not cached

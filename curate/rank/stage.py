@@ -12,13 +12,11 @@ from typing import Any
 
 import polars as pl
 
-from curate.progress import progress
 from curate.rank.difficulty import DifficultyRule, bucket, difficulty, measured_score, static_score
 from curate.rank.difficulty import on_gpu as row_on_gpu
 from curate.rank.levels import structures
 from curate.rank.passk import pass_at_k
 from curate.rank.solvers import Solver, SolverError, make_solver
-from curate.executor import Executor, executor_for
 from curate.harness.stage import StageRun, stage
 from curate.table import Rejections, latest_input, read_problems
 from curate.problem import mined_inputs
@@ -54,6 +52,17 @@ def _json_list(value: Any) -> list | None:
 
 
 def _cache_key(reference: str, candidate: str, cfg: dict[str, Any]) -> str:
+    """The verification cache's key: a hash of the reference, the candidate and the
+    verifier's configuration.
+
+    This cache is not a resume journal (:meth:`curate.harness.stage.StageRun.journal`), and
+    stays a store of its own on purpose: a journal belongs to one run of the stage, starts
+    over when the stage's settings change and is removed once the tables are written; this
+    cache is keyed by content alone, lives in ``cache_dir`` (which several run folders may
+    share) and outlives the run, so that ranking again with another solver, ``k`` or
+    ``max_problems``, or another run holding the same problems, verifies only the
+    candidates it has not seen. A killed run resumes from it as a side effect. Only
+    finished verifications are stored (one atomically written file each)."""
     blob = json.dumps([reference, candidate, cfg], sort_keys=True, default=str)
     return hashlib.sha256(blob.encode()).hexdigest()
 
@@ -131,24 +140,19 @@ def run(sr: StageRun, solver: str, k: int, completions: Path | str | None, base_
     if on_gpu and executor == "ray":
         raise ValueError("rank --executor ray verifies on the CPU (--device cpu); GPU verification "
                          "on a Ray cluster is curate.verify.cluster")
-    ex, owned = executor_for(executor, workers, ray_address)
-    try:
-        return _rank(sr, df, the_solver, valid, rejected_idx, rejections, cache, ex, solver, k,
-                     max_problems, timeout_s, device, on_gpu, workers, n_trials, seed, time_it)
-    finally:
-        if owned:
-            ex.close()
+    return _rank(sr, df, the_solver, valid, rejected_idx, rejections, cache, solver, k,
+                 max_problems, timeout_s, device, on_gpu, workers, n_trials, seed, time_it)
 
 
 def _rank(sr: StageRun, df: pl.DataFrame, the_solver: Solver | None, valid: list, rejected_idx: set[int],
-          rejections: Rejections, cache: Path, ex: Executor | None, solver: str, k: int,
+          rejections: Rejections, cache: Path, solver: str, k: int,
           max_problems: int | None, timeout_s: float, device: str, on_gpu: bool, workers: int,
           n_trials: int, seed: int, time_it: bool) -> dict[str, Any]:
     """The stage after its input is read and checked: structures, candidates, verification,
-    difficulty; ``ex``: the Ray executor the sandboxed work goes to (None: local)."""
+    difficulty; the sandboxed work goes to ``sr.remote`` (Ray) when the stage runs there."""
     to_rank = [] if the_solver is None else valid if max_problems is None else valid[: max(0, max_problems)]
     shapes = structures([row for _, row, _ in valid], cache / "structure", workers=os.cpu_count(),
-                        timeout_s=min(timeout_s, 120.0), executor=ex)
+                        timeout_s=min(timeout_s, 120.0), executor=sr.remote, progress=sr.progress)
     structure = {i: st for (i, _, _), st in zip(valid, shapes)}
 
     rank: dict[int, dict[str, Any]] = {}
@@ -182,8 +186,8 @@ def _rank(sr: StageRun, df: pl.DataFrame, the_solver: Solver | None, valid: list
             pending.append((j, path))
     reasons: Counter[str] = Counter()
     stream = verify_many([jobs[j] for j, _ in pending], workers=workers, timeout_s=timeout_s,
-                         executor=ex, **common) if pending else iter(())
-    for n, result in progress(stream, total=len(pending), description=f"rank ({solver})"):
+                         executor=sr.remote, **common) if pending else iter(())
+    for n, result in sr.progress(stream, len(pending), f"verify ({solver})"):
         j, path = pending[n]
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")

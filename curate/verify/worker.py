@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 
+from curate.outputs import output_tensors
 from curate.problem import build_inputs, load_problem
 from curate.measure import timing as _timing
 from curate.verify import correctness as _correctness
@@ -353,7 +354,7 @@ def _candidate_checks(code: str, ref: dict, cfg: dict, device: str, tol: Toleran
         m = model_for(s["init"])
         xs = _make_inputs(ref["ns"], s["spec"], device, s["seed"])
         pristine = _clone(xs) if s["after"] is None else None
-        poison_device_cache(device, [t.numel() * t.element_size() for t in _tensors(s["out"])])
+        poison_device_cache(device, [t.numel() * t.element_size() for t in output_tensors(s["out"])])
         c0 = counter.count
         side0 = counter.side_stream
         try:
@@ -446,16 +447,6 @@ def _time_candidate(ref: dict, cfg: dict, device: str, model: torch.nn.Module, r
             res["speedup_vs_eager"] = res["eager_ms"] / cand_ms
         if res["inductor_ms"]:
             res["speedup_vs_inductor"] = res["inductor_ms"] / cand_ms
-
-
-def _tensors(obj: Any) -> list[torch.Tensor]:
-    if isinstance(obj, torch.Tensor):
-        return [obj]
-    if isinstance(obj, (list, tuple)):
-        return [t for o in obj for t in _tensors(o)]
-    if isinstance(obj, dict):
-        return [t for o in obj.values() for t in _tensors(o)]
-    return []
 
 
 def _dynamo_graphs() -> int:
