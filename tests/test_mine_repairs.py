@@ -63,6 +63,7 @@ CASES = [
     ("channels", "RuntimeError: Given groups=1, weight of size [4, 64, 1, 1], expected input[8, 4, 32, 32] to "
                  "have 64 channels, but got 4 channels instead"),
     ("flattened_size", lambda: _raised(lambda: _lenet()(torch.randn(8, 1, 28, 28)))),
+    ("recurrent_width", lambda: _raised(lambda: nn.GRU(32, 16, batch_first=True)(torch.randn(8, 128, 64)))),
     ("matmul_width", "RuntimeError: mat1 and mat2 shapes cannot be multiplied (1024x4096 and 64x64)"),
     ("norm_channels", lambda: _raised(lambda: F.batch_norm(torch.randn(8, 4, 32, 32), torch.zeros(64),
                                                            torch.ones(64)))),
@@ -101,6 +102,7 @@ GUESSES = {
     "complex_input": ([T(8, 64)], [{**T(8, 64), "dtype": "complex64"}]),
     "channels": ([T(8, 4, 32, 32)], [T(8, 64, 32, 32)]),
     "flattened_size": ([T(8, 1, 28, 28)], [T(8, 1, 32, 32)]),
+    "recurrent_width": ([T(8, 128, 64)], [T(8, 128, 32)]),
     "matmul_width": ([T(8, 128, 4096)], [T(8, 128, 64)]),
     "norm_channels": ([T(8, 16, 32, 32)], [T(8, 4, 32, 32)]),
     "norm_weight_channels": ([T(8, 4, 32, 32)], [T(8, 64, 32, 32)]),
@@ -172,6 +174,15 @@ def test_rules_apply_in_table_order():
     out = _repair_specs(specs, msg, nn.Identity())
     assert out[0] == [T(8, 128, 64), M(8, 1, 64)]
     assert [T(8, 4096, 64), M(8, 128)] in out[1:]
+
+
+@pytest.mark.parametrize("layer", [nn.RNN, nn.GRU, nn.LSTM])
+def test_a_recurrent_layer_given_an_image_gets_a_sequence(layer):
+    """torch's recurrent layers word their rank check as "Expected input to be 2D or 3D, got 4D"
+    (the batched rank last); the repaired guess is a [batch, length, features] sequence."""
+    msg = _raised(lambda: layer(32, 16, batch_first=True)(torch.randn(8, 64, 32, 32)))
+    assert next(r for r in RULES if r.name == "expected_rank").match(msg), msg
+    assert any(rank(3)(s) for s in _repair_specs([T(8, 64, 32, 32)], msg, nn.Identity()))
 
 
 def test_a_message_no_rule_targets_gives_no_repair():

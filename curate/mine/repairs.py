@@ -356,6 +356,9 @@ RULES: tuple[Rule, ...] = (
     Rule("complex_input", _COMPLEX, _complex),
     Rule("channels", re.compile(r"to have (\d+) channels, but got (\d+) channels"), _dim_of_all(1, 1)),
     Rule("flattened_size", _MATMUL, _flattened_size),
+    # torch's recurrent layers: "input.size(-1) must be equal to input_size. Expected 32, got 64"
+    Rule("recurrent_width", re.compile(r"input\.size\(-1\) must be equal to input_size\. Expected (\d+)"),
+         _dim_of_all(-1, 1)),
     Rule("matmul_width", _MATMUL, _dim_of_all(-1, 3)),
     Rule("norm_channels", re.compile(r"running_mean should contain (\d+) elements"), _dim_of_all(1, 1)),
     Rule("norm_weight_channels", re.compile(r"Expected weight to be a vector of size equal to the number of channels "
@@ -372,7 +375,8 @@ RULES: tuple[Rule, ...] = (
          _rank_from(lambda m: int(m.group(1) or m.group(3)) if not m.group(2) else int(m.group(2)) // 2 + 2)),
     Rule("expected_rank", re.compile(r"Expected (\d)D.* input|expected (\d)D input|Expected (\d)-dimensional|"
                                      r"Expected \d+D \(unbatched\) or (\d)D \(batched\)|expected (\d)D or \dD input|"
-                                     r"got (\d)D input|Expected input batch_size|expected (\d)D tensor"),
+                                     r"got (\d)D input|Expected input batch_size|expected (\d)D tensor|"
+                                     r"Expected input to be \dD or (\d)D"),
          _rank_from(lambda m: int(next(g for g in m.groups() if g)) if any(m.groups()) else None)),
     Rule("einops_rank", re.compile(r"einops pattern '([^']*)' does not match"),
          _rank_from(lambda m: _einops_rank(m.group(1)))),
