@@ -423,3 +423,27 @@ def test_integer_inputs_a_reduction_reads_as_real_values_become_float():
     got = mine(_manifest_resolver("auraloss"), "auraloss.time", "SNRLoss")
     assert [s["dtype"] for s in got["input_spec"]] == ["float32", "float32"], got["input_spec"]
     run_alone(got["code"])
+
+
+def test_an_init_forwarding_its_arguments_leaves_out_what_it_gives_its_parent():
+    """torch's ``GRU``/``LSTM`` and its quantized reference ``GRU`` take ``(*args, **kwargs)``
+    and call ``super().__init__("GRU", *args, **kwargs)``: the parent's first parameter,
+    ``mode``, is given, so it is not guessed (``RNNBase.__init__() got multiple values for
+    argument 'mode'``); their ``@torch._jit_internal._overload_method`` forward overloads,
+    which read the module's name (None under ``exec()``), run eagerly like other TorchScript
+    decorators."""
+    import torch.ao.nn.quantized.reference.modules.rnn as reference
+    from torch import nn
+
+    from curate.mine.construct import _init_signature
+
+    for cls in (nn.GRU, nn.LSTM, reference.GRU):
+        names = [n for n, _ in _init_signature(cls)]
+        assert names[:2] == ["input_size", "hidden_size"] and "mode" not in names
+    assert [n for n, _ in _init_signature(nn.Linear)][:2] == ["in_features", "out_features"]
+
+    resolver = _manifest_resolver("torch")
+    for module, cls in (("torch.nn.modules.rnn", "LSTM"), ("torch.ao.nn.quantized.reference.modules.rnn", "GRU")):
+        got = mine(resolver, module, cls)
+        assert "_overload_method" not in got["code"]
+        run_alone(got["code"])

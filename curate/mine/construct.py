@@ -29,6 +29,7 @@ from curate.mine.construct_source import (
     _literal_keys,
     _mapping_keys,
     _named_options,
+    _passed_to_parent,
     _string_keys,
     _takes_var_kw,
 )
@@ -54,6 +55,10 @@ from curate.mine.guess import (
 
 
 def _init_signature(cls: type) -> list[tuple[str, inspect.Parameter]]:
+    """The constructor parameters of ``cls``: those of the first ``__init__`` in its MRO that
+    names any, less what an ``__init__(*args, **kwargs)`` below it passes itself (torch's
+    ``GRU`` gives ``RNNBase`` its ``mode``)."""
+    given, keywords = 0, set()
     for klass in cls.__mro__:
         init = klass.__dict__.get("__init__")
         if init is None:
@@ -65,10 +70,13 @@ def _init_signature(cls: type) -> list[tuple[str, inspect.Parameter]]:
         params = [(n, p) for n, p in list(sig.parameters.items())[1:]
                   if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
         if params or klass is nn.Module:
-            return params
+            positional = [n for n, p in params if p.kind == p.POSITIONAL_OR_KEYWORD][:given]
+            return [(n, p) for n, p in params if n not in keywords and n not in positional]
         has_var = any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in sig.parameters.values())
         if not has_var:
             return params
+        passed, named = _passed_to_parent(init)
+        given, keywords = given + passed, keywords | named
     return []
 
 

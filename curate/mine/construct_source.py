@@ -188,3 +188,28 @@ def _takes_var_kw(cls: type) -> bool:
         return any(p.kind == p.VAR_KEYWORD for p in inspect.signature(init).parameters.values())
     except (TypeError, ValueError):
         return False
+
+
+def _passed_to_parent(init: Any) -> tuple[int, set[str]]:
+    """What an ``__init__(self, *args, **kwargs)`` passes to its parent's ``__init__`` before
+    forwarding its own arguments: the number of leading positional arguments and the keywords
+    (torch's ``GRU`` calls ``super().__init__("GRU", *args, **kwargs)``: one positional, so
+    the parent's first parameter, ``mode``, is not the subclass's to take). (0, set()) where
+    the source cannot be read or no parent ``__init__`` call is found."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(init)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return 0, set()
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "__init__"):
+            continue
+        args = list(node.args)
+        via_super = isinstance(node.func.value, ast.Call) and isinstance(node.func.value.func, ast.Name) \
+            and node.func.value.func.id == "super"
+        if not via_super and args and isinstance(args[0], ast.Name) and args[0].id == "self":
+            args = args[1:]  # ``Parent.__init__(self, ...)``
+        if not any(isinstance(a, ast.Starred) for a in args) and not any(k.arg is None for k in node.keywords):
+            continue  # not the call that forwards the arguments
+        leading = next((i for i, a in enumerate(args) if isinstance(a, ast.Starred)), len(args))
+        return leading, {k.arg for k in node.keywords if k.arg}
+    return 0, set()
