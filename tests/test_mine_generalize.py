@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import time
 import textwrap
 from pathlib import Path
 
@@ -447,3 +448,81 @@ def test_an_init_forwarding_its_arguments_leaves_out_what_it_gives_its_parent():
         got = mine(resolver, module, cls)
         assert "_overload_method" not in got["code"]
         run_alone(got["code"])
+
+
+def _dalle2_configurations(pydantic_module) -> dict:
+    """dalle2-pytorch's training configurations (``train_configs.py``, pydantic models with
+    required, optional, nested and list-of-model fields, ``class Config: extra = "allow"``, a
+    model validator and a pydantic-1 field validator), run with ``pydantic_module`` as
+    ``pydantic``; the classes its methods build (``Unet``, ``Tracker``) are placeholders."""
+    import ast
+    import sys
+    import types
+
+    root = resolve({"kind": "pypi", "name": "dalle2-pytorch", "version": "1.15.6"}, CACHE).root
+    body = []
+    for node in ast.parse((root / "dalle2_pytorch" / "train_configs.py").read_text()).body:
+        if isinstance(node, ast.ImportFrom) and node.module in ("typing", "pydantic"):
+            body.append(node)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            body += [ast.parse(f"class {(a.asname or a.name).split('.')[0]}: pass").body[0] for a in node.names]
+        else:
+            body.append(node)
+    saved = sys.modules.get("pydantic")
+    sys.modules["pydantic"] = pydantic_module
+    # a module of its own, where pydantic looks up the annotations' names
+    module = types.ModuleType(f"dalle2_train_configs_{id(pydantic_module)}")
+    sys.modules[module.__name__] = module
+    try:
+        exec(compile(ast.unparse(ast.Module(body=body, type_ignores=[])), "train_configs.py", "exec"), module.__dict__)
+    finally:
+        sys.modules["pydantic"] = saved
+        del sys.modules[module.__name__]
+    return module.__dict__
+
+
+def test_pydantic_standin_builds_configuration_models_as_pydantic_does():
+    """The stand-in's ``BaseModel`` against pydantic 2 on dalle2-pytorch's 17 configuration
+    models: the same keyword-only signature (which fields are required), the same values for
+    the same arguments (defaults, a dict for a model field, a list of dicts for a list of
+    models, extra fields allowed, an int for a float), validators run, a missing field
+    refused; and the constructor search builds one from its signature."""
+    import inspect
+
+    real = pytest.importorskip("pydantic")
+    ours = _load(SHIMS / "pydantic.py", "standin_pydantic")
+    want, got = _dalle2_configurations(real), _dalle2_configurations(ours)
+    models = [n for n, v in want.items() if isinstance(v, type) and issubclass(v, real.BaseModel)
+              and v is not real.BaseModel]
+    assert len(models) == 17
+
+    for name in models:  # the fields, and which are required: pydantic's, in our constructor's signature
+        ours_sig = inspect.signature(got[name].__init__).parameters.values()
+        assert [(p.name, p.default is inspect.Parameter.empty) for p in ours_sig if p.kind == p.KEYWORD_ONLY] \
+            == [(n, f.is_required()) for n, f in want[name].model_fields.items()], name
+    cases = [
+        ("TrainSplitConfig", {}),
+        ("TrainSplitConfig", {"train": 1, "val": 0, "test": 0}),
+        ("DiffusionPriorNetworkConfig", {"dim": 64, "depth": 2, "dim_in": 32}),
+        ("DiffusionPriorConfig", {"net": {"dim": 64, "depth": 2}, "image_embed_dim": 64, "image_size": 64}),
+        ("DecoderConfig", {"unets": [{"dim": 32, "dim_mults": [1, 2]}, {"dim": 16, "dim_mults": [1]}],
+                           "image_sizes": [64, 128]}),
+        ("TrackerConfig", {"log": {"log_type": "console"}, "save": [{"save_to": "local"}]}),
+    ]
+    for name, kwargs in cases:
+        a, b = want[name](**kwargs), got[name](**kwargs)
+        assert b.model_dump() == a.model_dump() and b.dict() == a.dict(), name
+        assert [type(v) for v in b.model_dump().values()] == [type(v) for v in a.model_dump().values()], name
+        assert type(got[name](**kwargs).__dict__.get("net", 0)).__name__ == type(a.__dict__.get("net", 0)).__name__
+    for name, kwargs in [("TrainSplitConfig", {"train": 0.9}), ("DiffusionPriorNetworkConfig", {"dim": 64}),
+                         ("DecoderConfig", {"unets": [], "image_size": 64, "image_sizes": [64]})]:
+        for module, ns in ((real, want), (ours, got)):
+            with pytest.raises(ValueError):  # a validator's error, a missing field
+                ns[name](**kwargs)
+
+    from curate.mine.construct import ConstructorSearch
+
+    search = ConstructorSearch(got["DiffusionPriorNetworkConfig"], got)
+    search.any_object = True
+    built, kwargs = search.next(time.monotonic() + 10)
+    assert {"dim", "depth"} <= set(kwargs) and built.dim == kwargs["dim"] and built.heads == 8
