@@ -526,3 +526,25 @@ def test_pydantic_standin_builds_configuration_models_as_pydantic_does():
     search.any_object = True
     built, kwargs = search.next(time.monotonic() + 10)
     assert {"dim", "depth"} <= set(kwargs) and built.dim == kwargs["dim"] and built.heads == 8
+
+
+def test_an_annotation_naming_a_class_of_the_file_is_not_read_as_torchs_layer():
+    """e2-tts-pytorch's ``DurationPredictor(transformer: dict | Transformer)`` means the
+    file's own ``Transformer`` (which has the ``has_freq_axis`` the constructor reads), not
+    ``torch.nn.Transformer``; where the file binds no such class, the name is torch's layer."""
+    import inspect
+
+    from torch import nn
+
+    from curate.mine.guess import annotated_layer, guess
+    from curate.problem import exec_source
+
+    closure = _manifest_resolver("e2-tts-pytorch").closure("e2_tts_pytorch.e2_tts", "DurationPredictor")
+    ns = exec_source(closure.source, "e2_tts_duration")
+    param = inspect.signature(ns["DurationPredictor"].__init__).parameters["transformer"]
+    assert isinstance(param.annotation, str) and "Transformer" in param.annotation
+    assert annotated_layer(param.annotation, ns) is None
+    assert annotated_layer(param.annotation, {}).code.startswith("torch.nn.Transformer(")
+    assert not any("torch.nn.Transformer(" in getattr(g, "code", "")
+                   for g in guess("transformer", param, ns["DurationPredictor"], ns))
+    assert annotated_layer("nn.Transformer", ns).code.startswith("torch.nn.Transformer(")  # named as torch's
