@@ -548,3 +548,28 @@ def test_an_annotation_naming_a_class_of_the_file_is_not_read_as_torchs_layer():
     assert not any("torch.nn.Transformer(" in getattr(g, "code", "")
                    for g in guess("transformer", param, ns["DurationPredictor"], ns))
     assert annotated_layer("nn.Transformer", ns).code.startswith("torch.nn.Transformer(")  # named as torch's
+
+
+def test_failed_asserts_on_constants_of_the_file_and_on_orderings_are_repaired():
+    """segmentation-models-pytorch-3d's ``FocalLoss`` and ``JaccardLoss`` assert ``mode in
+    {BINARY_MODE, MULTILABEL_MODE, MULTICLASS_MODE}``, names of the file's string constants: the
+    guess takes their values (both were rejected, ``constructor_failed: AssertionError``).
+    auraloss' ``assert n_bins <= fft_size`` and ``assert sample_rate != None`` (read from its
+    source) get numbers in that order and a value."""
+    from curate.mine.construct_source import _assert_repairs
+
+    resolver = _manifest_resolver("segmentation-models-pytorch-3d")
+    for module, cls in (("segmentation_models_pytorch_3d.losses.focal", "FocalLoss"),
+                        ("segmentation_models_pytorch_3d.losses.jaccard", "JaccardLoss")):
+        got = mine(resolver, module, cls)
+        init = got["code"][got["code"].index("def get_init_inputs"):]
+        assert re.search(r"['\"](binary|multilabel|multiclass)['\"]", init), init
+        run_alone(got["code"])
+
+    root = resolve({"kind": "pypi", "name": "auraloss", "version": "0.4.0"}, CACHE).root
+    lines = [ln.strip() for ln in (root / "auraloss" / "freq.py").read_text().splitlines()]
+    order = next(ln for ln in lines if ln.startswith("assert n_bins <= fft_size"))
+    assert _assert_repairs({"n_bins": 4096, "fft_size": 1024}, order, ["n_bins", "fft_size"]) == \
+        [{"n_bins": 1024, "fft_size": 1024}]
+    given = next(ln for ln in lines if ln.startswith("assert sample_rate != None"))
+    assert _assert_repairs({"sample_rate": None}, given, ["sample_rate"])[0]["sample_rate"] is not None

@@ -302,7 +302,7 @@ class ConstructorSearch:
             elif wants_list and isinstance(kwargs[n], float):  # one rate per layer (``drop_path[i]``)
                 out.append({**kwargs, n: [kwargs[n]] * 4})
         if msg.startswith("AssertionError"):
-            out += _assert_repairs(kwargs, line, [n for n, _ in self.params])
+            out += _assert_repairs(kwargs, line, [n for n, _ in self.params], self.ns)
             # ``assert isinstance(attn_layers, AttentionLayers)``: an instance of that class of the file
             for n, cls_name in re.findall(r"\bisinstance\(\s*(\w+)\s*,\s*(\w+)\s*\)", line):
                 if n in kwargs and not isinstance(kwargs[n], ConfigArg):
