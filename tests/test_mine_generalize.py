@@ -573,3 +573,12 @@ def test_failed_asserts_on_constants_of_the_file_and_on_orderings_are_repaired()
         [{"n_bins": 1024, "fft_size": 1024}]
     given = next(ln for ln in lines if ln.startswith("assert sample_rate != None"))
     assert _assert_repairs({"sample_rate": None}, given, ["sample_rate"])[0]["sample_rate"] is not None
+
+
+def test_a_permutation_read_as_a_tensor_is_a_permutation_of_the_features():
+    """normflows' ``_Permutation(permutation, dim=1)`` checks ``permutation.ndimension()`` and
+    indexes its inputs with it: the guessed int is replaced by ``torch.arange`` over the
+    feature width (it was rejected, ``'int' object has no attribute 'ndimension'``)."""
+    got = mine(_manifest_resolver("normflows"), "normflows.flows.mixing", "_Permutation")
+    assert "super().__init__(permutation=torch.arange(" in got["code"]
+    run_alone(got["code"])

@@ -584,11 +584,14 @@ class ConstructorSearch:
                     out.append({**kwargs, n: 0})
         # a tensor argument read as one (``mean.shape``, ``pos_enc.float()``, ``adjacency.shape``)
         m = re.search(r"'(?:int|float|bool|NoneType)' object has no attribute '(to|shape|size|reshape|view|float|dim|"
-                      r"ndim|device|dtype|numel|clone|detach|unsqueeze|type|double|long|new_zeros|new_ones)'", msg)
+                      r"ndim|ndimension|device|dtype|numel|clone|detach|unsqueeze|type|double|long|new_zeros|new_ones|"
+                      r"new_tensor|argsort|flatten|cpu)'", msg)
         if m:
             for n in dict.fromkeys(re.findall(rf"(?<![\w.])(?:self\.)?(\w+)\s*\.\s*{m.group(1)}\b", line)):
                 if n in params and not isinstance(kwargs.get(n), (Expr, ConfigArg)):
-                    tensors = ["torch.arange(4)"] if re.search(r"ind(ex|ices)|idx|ids$", n) else [
+                    # a permutation of the features (normflows' ``_Permutation``), indices, else values
+                    tensors = [f"torch.arange({C})"] if "perm" in n else ["torch.arange(4)"] if re.search(
+                        r"ind(ex|ices)|idx|ids$", n) else [
                         f"torch.randn({C})", f"torch.randn({C}, {C})", f"torch.randn(1, {C}, {C})"]
                     out += [{**kwargs, n: Expr(t)} for t in tensors]
         # a count guessed as a layer
