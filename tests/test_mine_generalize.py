@@ -582,3 +582,33 @@ def test_a_permutation_read_as_a_tensor_is_a_permutation_of_the_features():
     got = mine(_manifest_resolver("normflows"), "normflows.flows.mixing", "_Permutation")
     assert "super().__init__(permutation=torch.arange(" in got["code"]
     run_alone(got["code"])
+
+
+def test_short_time_transforms_get_signals_longer_than_their_padding():
+    """auraloss' ``STFTLoss`` and nnAudio's ``CQT1992v2`` pad their inputs by half a window
+    (``padding (512, 512) at dimension 2 of input [1, 1024, 64]``); each input becomes a signal
+    four times that long, the loss's target a signal too (both were ``no_runnable_inputs``)."""
+    for source, module, cls in (("auraloss", "auraloss.freq", "STFTLoss"),
+                                ("nnAudio", "nnAudio.features.cqt", "CQT1992v2")):
+        got = mine(_manifest_resolver(source), module, cls)
+        assert re.search(r"torch\.randn\(\(8, (1, )?\d{4,}\)\)", got["code"]), got["code"][-400:]
+        if source == "auraloss":
+            run_alone(got["code"])
+        else:  # nnAudio prints as it builds its kernels, which run_alone takes for a failure
+            from curate.problem import exec_source
+
+            ns = exec_source(got["code"], "nnaudio_cqt")
+            assert torch.isfinite(ns["Model"](*ns["get_init_inputs"]())(*ns["get_inputs"]())).all()
+
+
+def test_an_import_of_a_standin_inside_a_method_reads_the_standin():
+    """auraloss' ``MelSTFTLoss`` runs ``import librosa.filters`` in ``__init__`` (an optional
+    dependency) and calls ``librosa.filters.mel``: the import becomes the stand-in's
+    namespace, so the filterbank is built (it was ``AssertionError`` after the failed import)."""
+    from curate.problem import exec_source
+
+    closure = _manifest_resolver("auraloss").closure("auraloss.freq", "MelSTFTLoss")
+    assert "import librosa.filters" not in closure.source
+    ns = exec_source(closure.source, "auraloss_mel")
+    loss = ns["MelSTFTLoss"](sample_rate=16000, fft_size=1024, hop_size=256, win_length=1024, n_mels=64)
+    assert loss.fb.shape == (1, 64, 513)

@@ -86,6 +86,8 @@ CASES = [
     ("too_many_indices", "IndexError: too many indices for tensor of dimension 1"),
     ("permute_rank", lambda: _raised(lambda: torch.randn(8, 64).permute(0, 2, 1))),
     ("integer_indices", lambda: _raised(lambda: nn.Embedding(10, 4)(torch.randn(8, 4)))),
+    ("longer_signals", lambda: _raised(lambda: torch.stft(torch.randn(8, 64), n_fft=1024,
+                                                          window=torch.hann_window(1024), return_complex=True))),
     ("larger_images", "RuntimeError: Padding length should be less than or equal to two times the input "
                       "dimension but got padding length 4 and input of dimension 1"),
     ("class_target", lambda: _raised(lambda: F.nll_loss(torch.randn(8, 10), torch.randn(8)))),
@@ -119,6 +121,8 @@ GUESSES = {
     "too_many_indices": ([T(8)], rank(2)),
     "permute_rank": ([T(8, 64)], rank(3)),
     "integer_indices": ([T(8, 4)], [{"kind": "index", "shape": [8, 4], "high": 10, "dtype": "int64"}]),
+    "longer_signals": ([T(8, 64), {"kind": "index", "shape": [8], "high": 10, "dtype": "int64"}],
+                       [T(8, 1, 4096), T(8, 1, 4096)]),
     "larger_images": ([T(8, 3, 32, 32)], [T(8, 3, 64, 64)]),
     "class_target": ([T(8, 10), T(8, 10)], [T(8, 10), {"kind": "index", "shape": [8], "high": 10, "dtype": "int64"}]),
     "float_target": ([T(8, 10), {"kind": "index", "shape": [8, 10], "high": 2, "dtype": "int64"}],

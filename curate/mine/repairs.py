@@ -240,6 +240,30 @@ def _larger_images(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
     return [new]
 
 
+def _longer_signals(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+    """Signals long enough for the padding a short-time transform adds (``stft`` pads by half
+    its window: ``padding (512, 512) at dimension 2 of input [1, 1024, 64]``): the last axis
+    of every input at four times the padding (a power of two), as [batch, 1, time],
+    [batch, time] and [batch, channels, time] (mono first: a transform per channel is slow);
+    a target given as class indices becomes a signal too (a loss between two signals)."""
+    pad = int(m.group(1)) + int(m.group(2))
+    length = 1 << max(4 * pad - 1, 1).bit_length()
+    tensors = [i for i, s in enumerate(specs) if s["kind"] in ("tensor", "index")]
+    if not tensors:
+        return []
+    first = specs[tensors[0]].get("shape", [])
+    out = []
+    for shape in ([B, 1, length], [B, length], [*first[:-1], length] if len(first) >= 2 else None):
+        if shape is None or math.prod(shape) * 4 * len(tensors) > MAX_INPUT_BYTES:
+            continue
+        new = [dict(s) for s in specs]
+        for i in tensors:
+            new[i] = {"kind": "tensor", "shape": list(shape), "dtype": "float32",
+                      **({"arg": specs[i]["arg"]} if "arg" in specs[i] else {})}
+        out.append(new)
+    return out
+
+
 def _class_target(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
     tensors = _tensors(specs)
     if len(tensors) < 2:
@@ -391,6 +415,8 @@ RULES: tuple[Rule, ...] = (
     Rule("integer_indices", re.compile(r"scalar type Long|expected scalar type Long|one of the following scalar types: "
                                        r"Long, Int|Expected tensor for argument #1 'indices'|must be Long|LongTensor|"
                                        r"index.*Float|dtype to be Long|tensors used as indices must be long"), _indices),
+    Rule("longer_signals", re.compile(r"padding \((\d+), (\d+)\) at dimension \d+ of input"),
+         _longer_signals),
     Rule("larger_images", re.compile(r"Kernel size can't be greater than actual input size|Output size is too small|"
                                      r"input image is smaller than kernel|Padding size should be less than|"
                                      r"should be less than or equal to two times the input dimension|too small"),
