@@ -612,3 +612,14 @@ def test_an_import_of_a_standin_inside_a_method_reads_the_standin():
     ns = exec_source(closure.source, "auraloss_mel")
     loss = ns["MelSTFTLoss"](sample_rate=16000, fft_size=1024, hop_size=256, win_length=1024, n_mels=64)
     assert loss.fb.shape == (1, 64, 513)
+
+
+def test_an_optional_input_a_torch_op_is_given_as_none_is_given():
+    """perceiver-pytorch's ``PerceiverBlock.forward(x, context=None, mask=None)`` normalizes
+    ``context`` unconditionally (``layer_norm(): argument 'input' (position 1) must be Tensor,
+    not NoneType``): that optional input is given, as for ``'NoneType' object has no
+    attribute`` (it was ``no_runnable_inputs``)."""
+    got = mine(_manifest_resolver("perceiver-pytorch"), "perceiver_pytorch.perceiver_pytorch", "PerceiverBlock")
+    inputs = got["code"][got["code"].index("def get_inputs"):got["code"].index("def get_init_inputs")]
+    assert inputs.count("torch.randn(") == 2, inputs
+    run_alone(got["code"])
