@@ -9,6 +9,7 @@ that its rule matches the message and that the repaired guess is among what
 from __future__ import annotations
 
 import importlib.util
+import re
 import warnings
 from pathlib import Path
 
@@ -80,6 +81,7 @@ CASES = [
     ("op_rank", lambda: _raised(lambda: F.interpolate(torch.randn(8, 64), scale_factor=2.0))),
     ("expected_rank", "RuntimeError: Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of "
                       "size: [4096]"),
+    ("named_shape", lambda: _raised(lambda: _quantized_conv3d()(torch.randn(8, 64)))),
     ("einops_rank", _einops_error),
     ("unpack_rank", "ValueError: not enough values to unpack (expected 4, got 3)"),
     ("dim_out_of_range", lambda: _raised(lambda: torch.randn(8, 64).transpose(1, 2))),
@@ -115,6 +117,7 @@ GUESSES = {
     "index_axis": ([T(2, 8, 64)], [T(3 + 1, 8, 64)]),
     "op_rank": ([T(8, 64)], rank(3)),
     "expected_rank": ([T(4096)], rank(3)),
+    "named_shape": ([T(8, 64)], rank(5)),
     "einops_rank": ([T(8, 64)], rank(4)),
     "unpack_rank": ([T(8, 128, 64)], rank(4)),
     "dim_out_of_range": ([T(8, 64)], rank(3)),
@@ -134,6 +137,36 @@ GUESSES = {
     "numbers_compared": ([T(8, 64), T(8, 64, arg="j")],
                          [{"kind": "value", "value": 128}, {"kind": "value", "value": 128, "arg": "j"}]),
 }
+
+
+def _quantized_conv3d() -> nn.Module:
+    """torch's quantized ``ConvReLU3d``, which checks its input's rank in words:
+    ``Input shape must be `(N, C, D, H, W)`!``."""
+    from torch.ao.nn.intrinsic.quantized import ConvReLU3d
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # quantized tensor creation's deprecation
+        return ConvReLU3d(3, 3, 3)
+
+
+def test_a_shape_spelled_out_by_axis_names_gives_the_rank_and_the_sizes_written():
+    """nnAudio's ``Griffin_Lim`` asserts ``Please make sure your input is in the shape of
+    (batch, freq_bins, timesteps)`` (read from its source); a detector's ``expects images [1,
+    3, H, W]`` writes sizes; a list of numbers alone is some tensor's size, not a description."""
+    from curate.mine import default_cache
+    from curate.mine.sources import resolve
+
+    root = resolve({"kind": "pypi", "name": "nnAudio", "version": "0.3.4"}, default_cache()).root
+    text = (root / "nnAudio" / "features" / "griffin_lim.py").read_text()
+    said = re.search(r'"(Please make sure your input is in the shape of [^"]+)"', text).group(1)
+    assert any(rank(3)(s) for s in _repair_specs([T(8, 64, 32, 32)], f"AssertionError: {said}", nn.Identity()))
+    out = _repair_specs([T(8, 64)], "ValueError: Wrapper expects images [1, 3, H, W].", nn.Identity())
+    assert out and out[0][0]["shape"][:2] == [1, 3] and len(out[0][0]["shape"]) == 4
+    rule = next(r for r in RULES if r.name == "named_shape")
+    for msg in ("RuntimeError: Expected size for first two dimensions of batch2 tensor to be: [1024, 4] but got: "
+                "[1024, 64].", "RuntimeError: shape '[4096, 1]' is invalid for input of size 16777216"):
+        m = rule.match(msg)
+        assert m is None or rule.repair([T(8, 64)], m, nn.Identity()) == []
 
 
 def _lenet() -> nn.Module:

@@ -264,6 +264,30 @@ def _longer_signals(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]
     return out
 
 
+#: A message spelling out the input shape it wants, by axis names: ``Input shape must be
+#: `(N, C, D, H, W)```, ``expects images [1, 3, H, W]``, ``in the shape of (batch, freq_bins,
+#: timesteps)``, ``we expect BxCxHxW``; at least one axis is a name (a list of numbers alone is
+#: some tensor's size, not a description).
+_NAMED_SHAPE = re.compile(r"(?:shape|expects?|expected|must be)\b[^()\[\]\n]{0,40}?[`'\"]?[(\[]\s*"
+                          r"((?:[A-Za-z_]\w*|\d+)(?:\s*,\s*(?:[A-Za-z_]\w*|\d+))+)\s*,?\s*[)\]]|"
+                          r"\bexpects?\s+([A-Z](?:x[A-Z])+)\b")
+
+
+def _named_shape(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+    """Every tensor input of the rank the message's axis names give, with the sizes it writes
+    as numbers (``[1, 3, H, W]``: batch 1, 3 channels)."""
+    axes = [a.strip() for a in m.group(1).split(",")] if m.group(1) else m.group(2).split("x")
+    if all(a.isdigit() for a in axes) or len(axes) > 6:
+        return []
+    out = []
+    for new in _with_rank(specs, len(axes)):
+        for i in _tensors(new):
+            if new[i]["kind"] == "tensor":
+                new[i] = {**new[i], "shape": [int(a) if a.isdigit() else d for a, d in zip(axes, new[i]["shape"])]}
+        out.append(new)
+    return out
+
+
 def _class_target(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
     tensors = _tensors(specs)
     if len(tensors) < 2:
@@ -402,6 +426,7 @@ RULES: tuple[Rule, ...] = (
                                      r"got (\d)D input|Expected input batch_size|expected (\d)D tensor|"
                                      r"Expected input to be \dD or (\d)D"),
          _rank_from(lambda m: int(next(g for g in m.groups() if g)) if any(m.groups()) else None)),
+    Rule("named_shape", _NAMED_SHAPE, _named_shape),
     Rule("einops_rank", re.compile(r"einops pattern '([^']*)' does not match"),
          _rank_from(lambda m: _einops_rank(m.group(1)))),
     Rule("unpack_rank", re.compile(r"not enough values to unpack \(expected (\d+), got (\d+)\)|"
