@@ -534,8 +534,6 @@ def test_an_annotation_naming_a_class_of_the_file_is_not_read_as_torchs_layer():
     ``torch.nn.Transformer``; where the file binds no such class, the name is torch's layer."""
     import inspect
 
-    from torch import nn
-
     from curate.mine.guess import annotated_layer, guess
     from curate.problem import exec_source
 
