@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
+import time
 import textwrap
 from pathlib import Path
 
@@ -422,4 +423,201 @@ def test_integer_inputs_a_reduction_reads_as_real_values_become_float():
     dtype. Got: Long``); both inputs are signals."""
     got = mine(_manifest_resolver("auraloss"), "auraloss.time", "SNRLoss")
     assert [s["dtype"] for s in got["input_spec"]] == ["float32", "float32"], got["input_spec"]
+    run_alone(got["code"])
+
+
+def test_an_init_forwarding_its_arguments_leaves_out_what_it_gives_its_parent():
+    """torch's ``GRU``/``LSTM`` and its quantized reference ``GRU`` take ``(*args, **kwargs)``
+    and call ``super().__init__("GRU", *args, **kwargs)``: the parent's first parameter,
+    ``mode``, is given, so it is not guessed (``RNNBase.__init__() got multiple values for
+    argument 'mode'``); their ``@torch._jit_internal._overload_method`` forward overloads,
+    which read the module's name (None under ``exec()``), run eagerly like other TorchScript
+    decorators."""
+    import torch.ao.nn.quantized.reference.modules.rnn as reference
+    from torch import nn
+
+    from curate.mine.construct import _init_signature
+
+    for cls in (nn.GRU, nn.LSTM, reference.GRU):
+        names = [n for n, _ in _init_signature(cls)]
+        assert names[:2] == ["input_size", "hidden_size"] and "mode" not in names
+    assert [n for n, _ in _init_signature(nn.Linear)][:2] == ["in_features", "out_features"]
+
+    resolver = _manifest_resolver("torch")
+    for module, cls in (("torch.nn.modules.rnn", "LSTM"), ("torch.ao.nn.quantized.reference.modules.rnn", "GRU")):
+        got = mine(resolver, module, cls)
+        assert "_overload_method" not in got["code"]
+        run_alone(got["code"])
+
+
+def _dalle2_configurations(pydantic_module) -> dict:
+    """dalle2-pytorch's training configurations (``train_configs.py``, pydantic models with
+    required, optional, nested and list-of-model fields, ``class Config: extra = "allow"``, a
+    model validator and a pydantic-1 field validator), run with ``pydantic_module`` as
+    ``pydantic``; the classes its methods build (``Unet``, ``Tracker``) are placeholders."""
+    import ast
+    import sys
+    import types
+
+    root = resolve({"kind": "pypi", "name": "dalle2-pytorch", "version": "1.15.6"}, CACHE).root
+    body = []
+    for node in ast.parse((root / "dalle2_pytorch" / "train_configs.py").read_text()).body:
+        if isinstance(node, ast.ImportFrom) and node.module in ("typing", "pydantic"):
+            body.append(node)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            body += [ast.parse(f"class {(a.asname or a.name).split('.')[0]}: pass").body[0] for a in node.names]
+        else:
+            body.append(node)
+    saved = sys.modules.get("pydantic")
+    sys.modules["pydantic"] = pydantic_module
+    # a module of its own, where pydantic looks up the annotations' names
+    module = types.ModuleType(f"dalle2_train_configs_{id(pydantic_module)}")
+    sys.modules[module.__name__] = module
+    try:
+        exec(compile(ast.unparse(ast.Module(body=body, type_ignores=[])), "train_configs.py", "exec"), module.__dict__)
+    finally:
+        sys.modules["pydantic"] = saved
+        del sys.modules[module.__name__]
+    return module.__dict__
+
+
+def test_pydantic_standin_builds_configuration_models_as_pydantic_does():
+    """The stand-in's ``BaseModel`` against pydantic 2 on dalle2-pytorch's 17 configuration
+    models: the same keyword-only signature (which fields are required), the same values for
+    the same arguments (defaults, a dict for a model field, a list of dicts for a list of
+    models, extra fields allowed, an int for a float), validators run, a missing field
+    refused; and the constructor search builds one from its signature."""
+    import inspect
+
+    real = pytest.importorskip("pydantic")
+    ours = _load(SHIMS / "pydantic.py", "standin_pydantic")
+    want, got = _dalle2_configurations(real), _dalle2_configurations(ours)
+    models = [n for n, v in want.items() if isinstance(v, type) and issubclass(v, real.BaseModel)
+              and v is not real.BaseModel]
+    assert len(models) == 17
+
+    for name in models:  # the fields, and which are required: pydantic's, in our constructor's signature
+        ours_sig = inspect.signature(got[name].__init__).parameters.values()
+        assert [(p.name, p.default is inspect.Parameter.empty) for p in ours_sig if p.kind == p.KEYWORD_ONLY] \
+            == [(n, f.is_required()) for n, f in want[name].model_fields.items()], name
+    cases = [
+        ("TrainSplitConfig", {}),
+        ("TrainSplitConfig", {"train": 1, "val": 0, "test": 0}),
+        ("DiffusionPriorNetworkConfig", {"dim": 64, "depth": 2, "dim_in": 32}),
+        ("DiffusionPriorConfig", {"net": {"dim": 64, "depth": 2}, "image_embed_dim": 64, "image_size": 64}),
+        ("DecoderConfig", {"unets": [{"dim": 32, "dim_mults": [1, 2]}, {"dim": 16, "dim_mults": [1]}],
+                           "image_sizes": [64, 128]}),
+        ("TrackerConfig", {"log": {"log_type": "console"}, "save": [{"save_to": "local"}]}),
+    ]
+    for name, kwargs in cases:
+        a, b = want[name](**kwargs), got[name](**kwargs)
+        assert b.model_dump() == a.model_dump() and b.dict() == a.dict(), name
+        assert [type(v) for v in b.model_dump().values()] == [type(v) for v in a.model_dump().values()], name
+        assert type(got[name](**kwargs).__dict__.get("net", 0)).__name__ == type(a.__dict__.get("net", 0)).__name__
+    for name, kwargs in [("TrainSplitConfig", {"train": 0.9}), ("DiffusionPriorNetworkConfig", {"dim": 64}),
+                         ("DecoderConfig", {"unets": [], "image_size": 64, "image_sizes": [64]})]:
+        for module, ns in ((real, want), (ours, got)):
+            with pytest.raises(ValueError):  # a validator's error, a missing field
+                ns[name](**kwargs)
+
+    from curate.mine.construct import ConstructorSearch
+
+    search = ConstructorSearch(got["DiffusionPriorNetworkConfig"], got)
+    search.any_object = True
+    built, kwargs = search.next(time.monotonic() + 10)
+    assert {"dim", "depth"} <= set(kwargs) and built.dim == kwargs["dim"] and built.heads == 8
+
+
+def test_an_annotation_naming_a_class_of_the_file_is_not_read_as_torchs_layer():
+    """e2-tts-pytorch's ``DurationPredictor(transformer: dict | Transformer)`` means the
+    file's own ``Transformer`` (which has the ``has_freq_axis`` the constructor reads), not
+    ``torch.nn.Transformer``; where the file binds no such class, the name is torch's layer."""
+    import inspect
+
+    from curate.mine.guess import annotated_layer, guess
+    from curate.problem import exec_source
+
+    closure = _manifest_resolver("e2-tts-pytorch").closure("e2_tts_pytorch.e2_tts", "DurationPredictor")
+    ns = exec_source(closure.source, "e2_tts_duration")
+    param = inspect.signature(ns["DurationPredictor"].__init__).parameters["transformer"]
+    assert isinstance(param.annotation, str) and "Transformer" in param.annotation
+    assert annotated_layer(param.annotation, ns) is None
+    assert annotated_layer(param.annotation, {}).code.startswith("torch.nn.Transformer(")
+    assert not any("torch.nn.Transformer(" in getattr(g, "code", "")
+                   for g in guess("transformer", param, ns["DurationPredictor"], ns))
+    assert annotated_layer("nn.Transformer", ns).code.startswith("torch.nn.Transformer(")  # named as torch's
+
+
+def test_failed_asserts_on_constants_of_the_file_and_on_orderings_are_repaired():
+    """segmentation-models-pytorch-3d's ``FocalLoss`` and ``JaccardLoss`` assert ``mode in
+    {BINARY_MODE, MULTILABEL_MODE, MULTICLASS_MODE}``, names of the file's string constants: the
+    guess takes their values (both were rejected, ``constructor_failed: AssertionError``).
+    auraloss' ``assert n_bins <= fft_size`` and ``assert sample_rate != None`` (read from its
+    source) get numbers in that order and a value."""
+    from curate.mine.construct_source import _assert_repairs
+
+    resolver = _manifest_resolver("segmentation-models-pytorch-3d")
+    for module, cls in (("segmentation_models_pytorch_3d.losses.focal", "FocalLoss"),
+                        ("segmentation_models_pytorch_3d.losses.jaccard", "JaccardLoss")):
+        got = mine(resolver, module, cls)
+        init = got["code"][got["code"].index("def get_init_inputs"):]
+        assert re.search(r"['\"](binary|multilabel|multiclass)['\"]", init), init
+        run_alone(got["code"])
+
+    root = resolve({"kind": "pypi", "name": "auraloss", "version": "0.4.0"}, CACHE).root
+    lines = [ln.strip() for ln in (root / "auraloss" / "freq.py").read_text().splitlines()]
+    order = next(ln for ln in lines if ln.startswith("assert n_bins <= fft_size"))
+    assert _assert_repairs({"n_bins": 4096, "fft_size": 1024}, order, ["n_bins", "fft_size"]) == \
+        [{"n_bins": 1024, "fft_size": 1024}]
+    given = next(ln for ln in lines if ln.startswith("assert sample_rate != None"))
+    assert _assert_repairs({"sample_rate": None}, given, ["sample_rate"])[0]["sample_rate"] is not None
+
+
+def test_a_permutation_read_as_a_tensor_is_a_permutation_of_the_features():
+    """normflows' ``_Permutation(permutation, dim=1)`` checks ``permutation.ndimension()`` and
+    indexes its inputs with it: the guessed int is replaced by ``torch.arange`` over the
+    feature width (it was rejected, ``'int' object has no attribute 'ndimension'``)."""
+    got = mine(_manifest_resolver("normflows"), "normflows.flows.mixing", "_Permutation")
+    assert "super().__init__(permutation=torch.arange(" in got["code"]
+    run_alone(got["code"])
+
+
+def test_short_time_transforms_get_signals_longer_than_their_padding():
+    """auraloss' ``STFTLoss`` and nnAudio's ``CQT1992v2`` pad their inputs by half a window
+    (``padding (512, 512) at dimension 2 of input [1, 1024, 64]``); each input becomes a signal
+    four times that long, the loss's target a signal too (both were ``no_runnable_inputs``)."""
+    for source, module, cls in (("auraloss", "auraloss.freq", "STFTLoss"),
+                                ("nnAudio", "nnAudio.features.cqt", "CQT1992v2")):
+        got = mine(_manifest_resolver(source), module, cls)
+        assert re.search(r"torch\.randn\(\(8, (1, )?\d{4,}\)\)", got["code"]), got["code"][-400:]
+        if source == "auraloss":
+            run_alone(got["code"])
+        else:  # nnAudio prints as it builds its kernels, which run_alone takes for a failure
+            from curate.problem import exec_source
+
+            ns = exec_source(got["code"], "nnaudio_cqt")
+            assert torch.isfinite(ns["Model"](*ns["get_init_inputs"]())(*ns["get_inputs"]())).all()
+
+
+def test_an_import_of_a_standin_inside_a_method_reads_the_standin():
+    """auraloss' ``MelSTFTLoss`` runs ``import librosa.filters`` in ``__init__`` (an optional
+    dependency) and calls ``librosa.filters.mel``: the import becomes the stand-in's
+    namespace, so the filterbank is built (it was ``AssertionError`` after the failed import)."""
+    from curate.problem import exec_source
+
+    closure = _manifest_resolver("auraloss").closure("auraloss.freq", "MelSTFTLoss")
+    assert "import librosa.filters" not in closure.source
+    ns = exec_source(closure.source, "auraloss_mel")
+    loss = ns["MelSTFTLoss"](sample_rate=16000, fft_size=1024, hop_size=256, win_length=1024, n_mels=64)
+    assert loss.fb.shape == (1, 64, 513)
+
+
+def test_an_optional_input_a_torch_op_is_given_as_none_is_given():
+    """perceiver-pytorch's ``PerceiverBlock.forward(x, context=None, mask=None)`` normalizes
+    ``context`` unconditionally (``layer_norm(): argument 'input' (position 1) must be Tensor,
+    not NoneType``): that optional input is given, as for ``'NoneType' object has no
+    attribute`` (it was ``no_runnable_inputs``)."""
+    got = mine(_manifest_resolver("perceiver-pytorch"), "perceiver_pytorch.perceiver_pytorch", "PerceiverBlock")
+    inputs = got["code"][got["code"].index("def get_inputs"):got["code"].index("def get_init_inputs")]
+    assert inputs.count("torch.randn(") == 2, inputs
     run_alone(got["code"])

@@ -9,6 +9,7 @@ that its rule matches the message and that the repaired guess is among what
 from __future__ import annotations
 
 import importlib.util
+import re
 import warnings
 from pathlib import Path
 
@@ -63,6 +64,7 @@ CASES = [
     ("channels", "RuntimeError: Given groups=1, weight of size [4, 64, 1, 1], expected input[8, 4, 32, 32] to "
                  "have 64 channels, but got 4 channels instead"),
     ("flattened_size", lambda: _raised(lambda: _lenet()(torch.randn(8, 1, 28, 28)))),
+    ("recurrent_width", lambda: _raised(lambda: nn.GRU(32, 16, batch_first=True)(torch.randn(8, 128, 64)))),
     ("matmul_width", "RuntimeError: mat1 and mat2 shapes cannot be multiplied (1024x4096 and 64x64)"),
     ("norm_channels", lambda: _raised(lambda: F.batch_norm(torch.randn(8, 4, 32, 32), torch.zeros(64),
                                                            torch.ones(64)))),
@@ -79,12 +81,15 @@ CASES = [
     ("op_rank", lambda: _raised(lambda: F.interpolate(torch.randn(8, 64), scale_factor=2.0))),
     ("expected_rank", "RuntimeError: Expected 3D (unbatched) or 4D (batched) input to conv2d, but got input of "
                       "size: [4096]"),
+    ("named_shape", lambda: _raised(lambda: _quantized_conv3d()(torch.randn(8, 64)))),
     ("einops_rank", _einops_error),
     ("unpack_rank", "ValueError: not enough values to unpack (expected 4, got 3)"),
     ("dim_out_of_range", lambda: _raised(lambda: torch.randn(8, 64).transpose(1, 2))),
     ("too_many_indices", "IndexError: too many indices for tensor of dimension 1"),
     ("permute_rank", lambda: _raised(lambda: torch.randn(8, 64).permute(0, 2, 1))),
     ("integer_indices", lambda: _raised(lambda: nn.Embedding(10, 4)(torch.randn(8, 4)))),
+    ("longer_signals", lambda: _raised(lambda: torch.stft(torch.randn(8, 64), n_fft=1024,
+                                                          window=torch.hann_window(1024), return_complex=True))),
     ("larger_images", "RuntimeError: Padding length should be less than or equal to two times the input "
                       "dimension but got padding length 4 and input of dimension 1"),
     ("class_target", lambda: _raised(lambda: F.nll_loss(torch.randn(8, 10), torch.randn(8)))),
@@ -101,6 +106,7 @@ GUESSES = {
     "complex_input": ([T(8, 64)], [{**T(8, 64), "dtype": "complex64"}]),
     "channels": ([T(8, 4, 32, 32)], [T(8, 64, 32, 32)]),
     "flattened_size": ([T(8, 1, 28, 28)], [T(8, 1, 32, 32)]),
+    "recurrent_width": ([T(8, 128, 64)], [T(8, 128, 32)]),
     "matmul_width": ([T(8, 128, 4096)], [T(8, 128, 64)]),
     "norm_channels": ([T(8, 16, 32, 32)], [T(8, 4, 32, 32)]),
     "norm_weight_channels": ([T(8, 4, 32, 32)], [T(8, 64, 32, 32)]),
@@ -111,12 +117,15 @@ GUESSES = {
     "index_axis": ([T(2, 8, 64)], [T(3 + 1, 8, 64)]),
     "op_rank": ([T(8, 64)], rank(3)),
     "expected_rank": ([T(4096)], rank(3)),
+    "named_shape": ([T(8, 64)], rank(5)),
     "einops_rank": ([T(8, 64)], rank(4)),
     "unpack_rank": ([T(8, 128, 64)], rank(4)),
     "dim_out_of_range": ([T(8, 64)], rank(3)),
     "too_many_indices": ([T(8)], rank(2)),
     "permute_rank": ([T(8, 64)], rank(3)),
     "integer_indices": ([T(8, 4)], [{"kind": "index", "shape": [8, 4], "high": 10, "dtype": "int64"}]),
+    "longer_signals": ([T(8, 64), {"kind": "index", "shape": [8], "high": 10, "dtype": "int64"}],
+                       [T(8, 1, 4096), T(8, 1, 4096)]),
     "larger_images": ([T(8, 3, 32, 32)], [T(8, 3, 64, 64)]),
     "class_target": ([T(8, 10), T(8, 10)], [T(8, 10), {"kind": "index", "shape": [8], "high": 10, "dtype": "int64"}]),
     "float_target": ([T(8, 10), {"kind": "index", "shape": [8, 10], "high": 2, "dtype": "int64"}],
@@ -128,6 +137,36 @@ GUESSES = {
     "numbers_compared": ([T(8, 64), T(8, 64, arg="j")],
                          [{"kind": "value", "value": 128}, {"kind": "value", "value": 128, "arg": "j"}]),
 }
+
+
+def _quantized_conv3d() -> nn.Module:
+    """torch's quantized ``ConvReLU3d``, which checks its input's rank in words:
+    ``Input shape must be `(N, C, D, H, W)`!``."""
+    from torch.ao.nn.intrinsic.quantized import ConvReLU3d
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # quantized tensor creation's deprecation
+        return ConvReLU3d(3, 3, 3)
+
+
+def test_a_shape_spelled_out_by_axis_names_gives_the_rank_and_the_sizes_written():
+    """nnAudio's ``Griffin_Lim`` asserts ``Please make sure your input is in the shape of
+    (batch, freq_bins, timesteps)`` (read from its source); a detector's ``expects images [1,
+    3, H, W]`` writes sizes; a list of numbers alone is some tensor's size, not a description."""
+    from curate.mine import default_cache
+    from curate.mine.sources import resolve
+
+    root = resolve({"kind": "pypi", "name": "nnAudio", "version": "0.3.4"}, default_cache()).root
+    text = (root / "nnAudio" / "features" / "griffin_lim.py").read_text()
+    said = re.search(r'"(Please make sure your input is in the shape of [^"]+)"', text).group(1)
+    assert any(rank(3)(s) for s in _repair_specs([T(8, 64, 32, 32)], f"AssertionError: {said}", nn.Identity()))
+    out = _repair_specs([T(8, 64)], "ValueError: Wrapper expects images [1, 3, H, W].", nn.Identity())
+    assert out and out[0][0]["shape"][:2] == [1, 3] and len(out[0][0]["shape"]) == 4
+    rule = next(r for r in RULES if r.name == "named_shape")
+    for msg in ("RuntimeError: Expected size for first two dimensions of batch2 tensor to be: [1024, 4] but got: "
+                "[1024, 64].", "RuntimeError: shape '[4096, 1]' is invalid for input of size 16777216"):
+        m = rule.match(msg)
+        assert m is None or rule.repair([T(8, 64)], m, nn.Identity()) == []
 
 
 def _lenet() -> nn.Module:
@@ -172,6 +211,15 @@ def test_rules_apply_in_table_order():
     out = _repair_specs(specs, msg, nn.Identity())
     assert out[0] == [T(8, 128, 64), M(8, 1, 64)]
     assert [T(8, 4096, 64), M(8, 128)] in out[1:]
+
+
+@pytest.mark.parametrize("layer", [nn.RNN, nn.GRU, nn.LSTM])
+def test_a_recurrent_layer_given_an_image_gets_a_sequence(layer):
+    """torch's recurrent layers word their rank check as "Expected input to be 2D or 3D, got 4D"
+    (the batched rank last); the repaired guess is a [batch, length, features] sequence."""
+    msg = _raised(lambda: layer(32, 16, batch_first=True)(torch.randn(8, 64, 32, 32)))
+    assert next(r for r in RULES if r.name == "expected_rank").match(msg), msg
+    assert any(rank(3)(s) for s in _repair_specs([T(8, 64, 32, 32)], msg, nn.Identity()))
 
 
 def test_a_message_no_rule_targets_gives_no_repair():

@@ -35,6 +35,7 @@ import re
 from pathlib import Path
 from typing import Sequence
 
+from curate.mine import shims
 from curate.mine.closure_emit import _Emission, _State, _dep_node, _order_after
 from curate.mine.closure_lookup import _Lookup
 from curate.mine.closure_rename import rename_globals
@@ -321,6 +322,8 @@ class Resolver(_Lookup, _LibraryRules, _Emission):
         does. Returns the state and the replacement lines, None to keep the import as it is
         (a run-time module, or a plain ``import x.y``, which fails as it would without the
         package)."""
+        if all(not a.asname and not self.is_runtime(a.name) and shims.path(a.name) is not None for a in node.names):
+            return self._nested_standin_import(node, code, st, via)
         if not all(a.asname and not self.is_runtime(a.name) and self.module_path(a.name) is not None
                    and not self._stand_in_only(a.name) for a in node.names):
             return st, None
@@ -339,6 +342,33 @@ class Resolver(_Lookup, _LibraryRules, _Emission):
             ref = f"__curate_ref_{len(st.refmarks)}__"
             st.refmarks[ref] = ent
             lines.append(f"{alias.asname} = {ref}")
+        return st, lines
+
+    def _nested_standin_import(self, node: ast.Import, code: str, st: _State, via: str) -> tuple[_State, list]:
+        """``import librosa.filters`` inside a copied statement (auraloss imports its optional
+        packages in ``__init__``), where the module has a stand-in: the top-level name becomes
+        a namespace holding what the statement reads through it (``librosa.filters.mel``), as
+        the same import at the top of a file does."""
+        lines = []
+        for alias in node.names:
+            top = alias.name.split(".")[0]
+            ent = ("<module>", top)
+            trial = st.copy()
+            try:
+                self._materialize(ent, top, trial, via)
+                for chain in sorted(set(re.findall(rf"(?<![\w.]){re.escape(top)}((?:\.\w+)+)", code))):
+                    got: Entity | None = ent
+                    for attr in chain[1:].split("."):
+                        if got is None or got[0] != "<module>":
+                            break
+                        got = self._namespace_attr(got, attr, trial, via)
+            except (ClosureError, RecursionError):
+                lines.append(f"raise ImportError({alias.name!r} + ' is not part of the problem')")
+                break
+            st = trial
+            ref = f"__curate_ref_{len(st.refmarks)}__"
+            st.refmarks[ref] = ent
+            lines.append(f"{top} = {ref}")
         return st, lines
 
     def _twin(self, module: str, name: str, defining: list[int], want: str, st: _State) -> Entity | None:

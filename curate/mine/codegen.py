@@ -260,6 +260,8 @@ _EAGER_DECORATORS = frozenset({
     "jit.script", "jit.script_method", "jit.ignore", "jit.unused", "jit.export", "jit.script_if_tracing",
     "jit._script_if_tracing", "jit.interface", "jit._overload_method", "jit.trace", "jit.trace_module",
     "compile", "compiler.disable", "_dynamo.disable", "_dynamo.optimize",
+    # TorchScript's overload registry, which reads the defining module's name (None under exec())
+    "_jit_internal._overload_method", "_jit_internal._overload",
     # mixed-precision casts around an autograd function: nothing to cast in full precision, and
     # ``torch.amp.custom_fwd`` without ``device_type`` fails when the class is defined
     "amp.custom_fwd", "amp.custom_bwd", "cuda.amp.custom_fwd", "cuda.amp.custom_bwd", "custom_fwd", "custom_bwd",
@@ -285,7 +287,7 @@ def _without_script_decorators(source: str) -> str:
     ``ScriptModule``'s script methods are compiled under one qualified name per class, so the
     second build of the class in a process fails (``Can't redefine method: forward on class:
     __torch__...``); and a compiled reference would be timed as Inductor's code, not eager."""
-    if not any(w in source for w in ("jit.", "compile", "_dynamo", "custom_fwd", "custom_bwd")):
+    if not any(w in source for w in ("jit.", "_jit_internal", "compile", "_dynamo", "custom_fwd", "custom_bwd")):
         return source
     try:
         tree = ast.parse(source)

@@ -29,6 +29,7 @@ from curate.mine.construct_source import (
     _literal_keys,
     _mapping_keys,
     _named_options,
+    _passed_to_parent,
     _string_keys,
     _takes_var_kw,
 )
@@ -54,6 +55,10 @@ from curate.mine.guess import (
 
 
 def _init_signature(cls: type) -> list[tuple[str, inspect.Parameter]]:
+    """The constructor parameters of ``cls``: those of the first ``__init__`` in its MRO that
+    names any, less what an ``__init__(*args, **kwargs)`` below it passes itself (torch's
+    ``GRU`` gives ``RNNBase`` its ``mode``)."""
+    given, keywords = 0, set()
     for klass in cls.__mro__:
         init = klass.__dict__.get("__init__")
         if init is None:
@@ -65,10 +70,13 @@ def _init_signature(cls: type) -> list[tuple[str, inspect.Parameter]]:
         params = [(n, p) for n, p in list(sig.parameters.items())[1:]
                   if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
         if params or klass is nn.Module:
-            return params
+            positional = [n for n, p in params if p.kind == p.POSITIONAL_OR_KEYWORD][:given]
+            return [(n, p) for n, p in params if n not in keywords and n not in positional]
         has_var = any(p.kind in (p.VAR_POSITIONAL, p.VAR_KEYWORD) for p in sig.parameters.values())
         if not has_var:
             return params
+        passed, named = _passed_to_parent(init)
+        given, keywords = given + passed, keywords | named
     return []
 
 
@@ -294,7 +302,7 @@ class ConstructorSearch:
             elif wants_list and isinstance(kwargs[n], float):  # one rate per layer (``drop_path[i]``)
                 out.append({**kwargs, n: [kwargs[n]] * 4})
         if msg.startswith("AssertionError"):
-            out += _assert_repairs(kwargs, line, [n for n, _ in self.params])
+            out += _assert_repairs(kwargs, line, [n for n, _ in self.params], self.ns)
             # ``assert isinstance(attn_layers, AttentionLayers)``: an instance of that class of the file
             for n, cls_name in re.findall(r"\bisinstance\(\s*(\w+)\s*,\s*(\w+)\s*\)", line):
                 if n in kwargs and not isinstance(kwargs[n], ConfigArg):
@@ -576,11 +584,14 @@ class ConstructorSearch:
                     out.append({**kwargs, n: 0})
         # a tensor argument read as one (``mean.shape``, ``pos_enc.float()``, ``adjacency.shape``)
         m = re.search(r"'(?:int|float|bool|NoneType)' object has no attribute '(to|shape|size|reshape|view|float|dim|"
-                      r"ndim|device|dtype|numel|clone|detach|unsqueeze|type|double|long|new_zeros|new_ones)'", msg)
+                      r"ndim|ndimension|device|dtype|numel|clone|detach|unsqueeze|type|double|long|new_zeros|new_ones|"
+                      r"new_tensor|argsort|flatten|cpu)'", msg)
         if m:
             for n in dict.fromkeys(re.findall(rf"(?<![\w.])(?:self\.)?(\w+)\s*\.\s*{m.group(1)}\b", line)):
                 if n in params and not isinstance(kwargs.get(n), (Expr, ConfigArg)):
-                    tensors = ["torch.arange(4)"] if re.search(r"ind(ex|ices)|idx|ids$", n) else [
+                    # a permutation of the features (normflows' ``_Permutation``), indices, else values
+                    tensors = [f"torch.arange({C})"] if "perm" in n else ["torch.arange(4)"] if re.search(
+                        r"ind(ex|ices)|idx|ids$", n) else [
                         f"torch.randn({C})", f"torch.randn({C}, {C})", f"torch.randn(1, {C}, {C})"]
                     out += [{**kwargs, n: Expr(t)} for t in tensors]
         # a count guessed as a layer

@@ -74,9 +74,12 @@ def _named_options(text: str, name: str, fallback: bool = True) -> list[str]:
     return out
 
 
-def _assert_repairs(kwargs: dict[str, Any], line: str, params: list[str]) -> list[dict[str, Any]]:
+def _assert_repairs(kwargs: dict[str, Any], line: str, params: list[str],
+                    ns: dict[str, Any] | None = None) -> list[dict[str, Any]]:
     """Guesses satisfying a failed ``assert`` on constructor parameters, read from its test:
-    ``assert mode in ("a", "b")`` takes a listed value, ``assert len(dims) == 3`` a list of that
+    ``assert mode in ("a", "b")`` takes a listed value (also where the list names constants of
+    the file, ``{BINARY_MODE, MULTICLASS_MODE}``, looked up in ``ns``), ``assert x != None`` a
+    value, ``assert n_bins <= fft_size`` numbers in that order, ``assert len(dims) == 3`` a list of that
     length, ``assert isinstance(depths, (list, tuple))`` a list, ``assert x is not None`` /
     ``assert exists(x)`` a value, ``assert isinstance(norm, nn.Module)`` an instance of the layer
     class guessed, ``assert in_dim == out_dim`` equal values (``x % y == 0`` is the caller's: all
@@ -101,9 +104,17 @@ def _assert_repairs(kwargs: dict[str, Any], line: str, params: list[str]) -> lis
             if n and isinstance(op, ast.Eq) and param(right) and is_int(kwargs.get(n)):  # ``in_dim == out_dim``
                 out.append({**kwargs, param(right): kwargs[n]})
             elif n and isinstance(op, ast.In) and isinstance(right, (ast.List, ast.Tuple, ast.Set)):
-                out += [{**kwargs, n: e.value} for e in right.elts[:3] if isinstance(e, ast.Constant)]
-            elif n and isinstance(op, ast.IsNot) and isinstance(right, ast.Constant) and right.value is None:
+                out += [{**kwargs, n: v} for v in [_constant(e, ns) for e in right.elts][:3]
+                        if v is not _NO_CONSTANT]
+            elif n and isinstance(op, (ast.IsNot, ast.NotEq)) and isinstance(right, ast.Constant) \
+                    and right.value is None:
                 out.append({**kwargs, n: C})
+            elif n and param(right) and isinstance(op, (ast.Lt, ast.LtE, ast.Gt, ast.GtE)) \
+                    and is_int(kwargs.get(n)) and is_int(kwargs.get(param(right))):
+                # ``n_bins <= fft_size``: the left one moved to the right one's side
+                other = kwargs[param(right)]
+                out.append({**kwargs, n: other if isinstance(op, (ast.LtE, ast.GtE)) else
+                            max(other // 2, 1) if isinstance(op, ast.Lt) else other * 2})
             elif (isinstance(left, ast.Call) and isinstance(left.func, ast.Name) and left.func.id == "len"
                   and left.args and param(left.args[0]) and isinstance(op, ast.Eq)
                   and isinstance(right, ast.Constant) and is_int(right.value) and 0 < right.value <= 8):
@@ -124,6 +135,19 @@ def _assert_repairs(kwargs: dict[str, Any], line: str, params: list[str]) -> lis
             elif test.func.id in ("exists", "callable") and v is None:
                 out.append({**kwargs, n: C})
     return out
+
+
+_NO_CONSTANT = object()
+
+
+def _constant(node: ast.AST, ns: dict[str, Any] | None) -> Any:
+    """The value of a literal, or of a name of the file bound to a string or number
+    (``BINARY_MODE``), or ``_NO_CONSTANT``."""
+    if isinstance(node, ast.Constant):
+        return node.value
+    if isinstance(node, ast.Name) and ns and isinstance(ns.get(node.id), (str, int, float)):
+        return ns[node.id]
+    return _NO_CONSTANT
 
 
 def _literal_keys(text: str) -> list[Any]:
@@ -188,3 +212,28 @@ def _takes_var_kw(cls: type) -> bool:
         return any(p.kind == p.VAR_KEYWORD for p in inspect.signature(init).parameters.values())
     except (TypeError, ValueError):
         return False
+
+
+def _passed_to_parent(init: Any) -> tuple[int, set[str]]:
+    """What an ``__init__(self, *args, **kwargs)`` passes to its parent's ``__init__`` before
+    forwarding its own arguments: the number of leading positional arguments and the keywords
+    (torch's ``GRU`` calls ``super().__init__("GRU", *args, **kwargs)``: one positional, so
+    the parent's first parameter, ``mode``, is not the subclass's to take). (0, set()) where
+    the source cannot be read or no parent ``__init__`` call is found."""
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(init)))
+    except (OSError, TypeError, SyntaxError, IndentationError):
+        return 0, set()
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "__init__"):
+            continue
+        args = list(node.args)
+        via_super = isinstance(node.func.value, ast.Call) and isinstance(node.func.value.func, ast.Name) \
+            and node.func.value.func.id == "super"
+        if not via_super and args and isinstance(args[0], ast.Name) and args[0].id == "self":
+            args = args[1:]  # ``Parent.__init__(self, ...)``
+        if not any(isinstance(a, ast.Starred) for a in args) and not any(k.arg is None for k in node.keywords):
+            continue  # not the call that forwards the arguments
+        leading = next((i for i, a in enumerate(args) if isinstance(a, ast.Starred)), len(args))
+        return leading, {k.arg for k in node.keywords if k.arg}
+    return 0, set()

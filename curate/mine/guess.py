@@ -261,11 +261,16 @@ def _annotation_words(ann: Any) -> list[str]:
     return [w for a in typing.get_args(ann) for w in _annotation_words(a)]
 
 
-def annotated_layer(ann: Any) -> Expr | None:
+def annotated_layer(ann: Any, ns: dict[str, Any] | None = None) -> Expr | None:
     """An instance of the ``torch.nn`` layer class an annotation names (``nn.LayerNorm``,
     ``Optional[torch.nn.Conv2d]``, ``"LayerNorm"``), or None: containers and plain
-    ``nn.Module`` say nothing about the layer."""
+    ``nn.Module`` say nothing about the layer, and a bare name the problem file binds to a
+    class of its own (e2-tts-pytorch's ``Transformer``) means that class, not torch's."""
     for word in _annotation_words(ann):
+        own = (ns or {}).get(word)
+        if isinstance(own, type) and own is not getattr(nn, word, None) and isinstance(ann, str) \
+                and not re.search(rf"\bnn\.{word}\b", ann):
+            continue
         layer = getattr(nn, word, None)
         if not (isinstance(layer, type) and issubclass(layer, nn.Module)) or word in _CONTAINERS:
             continue
@@ -292,7 +297,7 @@ def guess(name: str, param: inspect.Parameter, cls: type, ns: dict[str, Any]) ->
         return [ConfigArg(config.__name__, tuple(sorted(scaled_config(config).items())))]
     # not for the parameters that take a class to build (``norm_layer: nn.LayerNorm = ...``)
     classes = re.search(_ACT_RE, low) or re.search(_NORM_RE, low) or re.search(_BLOCK_RE, low)
-    layer = annotated_layer(param.annotation) if ann and not classes else None
+    layer = annotated_layer(param.annotation, ns) if ann and not classes else None
     if layer is not None:  # the layer a wrapper takes (``fp: nn.LayerNorm``, ``base: nn.Linear``)
         return [layer] + [e for e in MODULE_CHOICES if e != layer]
     ann_l = ann.lower()

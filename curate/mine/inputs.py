@@ -249,15 +249,17 @@ def _paired_params(module: nn.Module) -> list[str]:
 
 
 def _optional_inputs(specs: list[dict], msg: str, line: str, module: nn.Module) -> list[list[dict]]:
-    """``'NoneType' object has no attribute ...`` on a line reading an optional forward
-    parameter left None (a cross-attention's ``encoder_hidden_states``): the guess again with
+    """``'NoneType' object has no attribute ...`` (or a torch op given None) on a line reading an
+    optional forward parameter left None (a cross-attention's ``encoder_hidden_states``): the guess again with
     that parameter given, shaped like the first input (a timestep or a length as such).
 
     The variable read is often a local copy under a shorter or longer name (``emb`` for
     ``temb``, ``timesteps`` for ``timestep``, ``encoder_query`` from
     ``encoder_hidden_states``): parameters named like it come first, then those sharing a
     word with it. A mask is given when the line reads it itself (``mask.float()``)."""
-    if "'NoneType'" not in msg or not line or not specs or specs[0].get("kind") != "tensor":
+    # ``'NoneType' object has no attribute``, and torch's ops given None: ``but got NoneType``,
+    # ``must be Tensor, not NoneType``, ``got (NoneType, Parameter, ...)``
+    if "NoneType" not in msg or not line or not specs or specs[0].get("kind") != "tensor":
         return []
     try:
         sig = inspect.signature(module.forward)

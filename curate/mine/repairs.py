@@ -240,6 +240,54 @@ def _larger_images(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
     return [new]
 
 
+def _longer_signals(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+    """Signals long enough for the padding a short-time transform adds (``stft`` pads by half
+    its window: ``padding (512, 512) at dimension 2 of input [1, 1024, 64]``): the last axis
+    of every input at four times the padding (a power of two), as [batch, 1, time],
+    [batch, time] and [batch, channels, time] (mono first: a transform per channel is slow);
+    a target given as class indices becomes a signal too (a loss between two signals)."""
+    pad = int(m.group(1)) + int(m.group(2))
+    length = 1 << max(4 * pad - 1, 1).bit_length()
+    tensors = [i for i, s in enumerate(specs) if s["kind"] in ("tensor", "index")]
+    if not tensors:
+        return []
+    first = specs[tensors[0]].get("shape", [])
+    out = []
+    for shape in ([B, 1, length], [B, length], [*first[:-1], length] if len(first) >= 2 else None):
+        if shape is None or math.prod(shape) * 4 * len(tensors) > MAX_INPUT_BYTES:
+            continue
+        new = [dict(s) for s in specs]
+        for i in tensors:
+            new[i] = {"kind": "tensor", "shape": list(shape), "dtype": "float32",
+                      **({"arg": specs[i]["arg"]} if "arg" in specs[i] else {})}
+        out.append(new)
+    return out
+
+
+#: A message spelling out the input shape it wants, by axis names: ``Input shape must be
+#: `(N, C, D, H, W)```, ``expects images [1, 3, H, W]``, ``in the shape of (batch, freq_bins,
+#: timesteps)``, ``we expect BxCxHxW``; at least one axis is a name (a list of numbers alone is
+#: some tensor's size, not a description).
+_NAMED_SHAPE = re.compile(r"(?:shape|expects?|expected|must be)\b[^()\[\]\n]{0,40}?[`'\"]?[(\[]\s*"
+                          r"((?:[A-Za-z_]\w*|\d+)(?:\s*,\s*(?:[A-Za-z_]\w*|\d+))+)\s*,?\s*[)\]]|"
+                          r"\bexpects?\s+([A-Z](?:x[A-Z])+)\b")
+
+
+def _named_shape(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+    """Every tensor input of the rank the message's axis names give, with the sizes it writes
+    as numbers (``[1, 3, H, W]``: batch 1, 3 channels)."""
+    axes = [a.strip() for a in m.group(1).split(",")] if m.group(1) else m.group(2).split("x")
+    if all(a.isdigit() for a in axes) or len(axes) > 6:
+        return []
+    out = []
+    for new in _with_rank(specs, len(axes)):
+        for i in _tensors(new):
+            if new[i]["kind"] == "tensor":
+                new[i] = {**new[i], "shape": [int(a) if a.isdigit() else d for a, d in zip(axes, new[i]["shape"])]}
+        out.append(new)
+    return out
+
+
 def _class_target(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
     tensors = _tensors(specs)
     if len(tensors) < 2:
@@ -356,6 +404,9 @@ RULES: tuple[Rule, ...] = (
     Rule("complex_input", _COMPLEX, _complex),
     Rule("channels", re.compile(r"to have (\d+) channels, but got (\d+) channels"), _dim_of_all(1, 1)),
     Rule("flattened_size", _MATMUL, _flattened_size),
+    # torch's recurrent layers: "input.size(-1) must be equal to input_size. Expected 32, got 64"
+    Rule("recurrent_width", re.compile(r"input\.size\(-1\) must be equal to input_size\. Expected (\d+)"),
+         _dim_of_all(-1, 1)),
     Rule("matmul_width", _MATMUL, _dim_of_all(-1, 3)),
     Rule("norm_channels", re.compile(r"running_mean should contain (\d+) elements"), _dim_of_all(1, 1)),
     Rule("norm_weight_channels", re.compile(r"Expected weight to be a vector of size equal to the number of channels "
@@ -372,8 +423,10 @@ RULES: tuple[Rule, ...] = (
          _rank_from(lambda m: int(m.group(1) or m.group(3)) if not m.group(2) else int(m.group(2)) // 2 + 2)),
     Rule("expected_rank", re.compile(r"Expected (\d)D.* input|expected (\d)D input|Expected (\d)-dimensional|"
                                      r"Expected \d+D \(unbatched\) or (\d)D \(batched\)|expected (\d)D or \dD input|"
-                                     r"got (\d)D input|Expected input batch_size|expected (\d)D tensor"),
+                                     r"got (\d)D input|Expected input batch_size|expected (\d)D tensor|"
+                                     r"Expected input to be \dD or (\d)D"),
          _rank_from(lambda m: int(next(g for g in m.groups() if g)) if any(m.groups()) else None)),
+    Rule("named_shape", _NAMED_SHAPE, _named_shape),
     Rule("einops_rank", re.compile(r"einops pattern '([^']*)' does not match"),
          _rank_from(lambda m: _einops_rank(m.group(1)))),
     Rule("unpack_rank", re.compile(r"not enough values to unpack \(expected (\d+), got (\d+)\)|"
@@ -387,6 +440,8 @@ RULES: tuple[Rule, ...] = (
     Rule("integer_indices", re.compile(r"scalar type Long|expected scalar type Long|one of the following scalar types: "
                                        r"Long, Int|Expected tensor for argument #1 'indices'|must be Long|LongTensor|"
                                        r"index.*Float|dtype to be Long|tensors used as indices must be long"), _indices),
+    Rule("longer_signals", re.compile(r"padding \((\d+), (\d+)\) at dimension \d+ of input"),
+         _longer_signals),
     Rule("larger_images", re.compile(r"Kernel size can't be greater than actual input size|Output size is too small|"
                                      r"input image is smaller than kernel|Padding size should be less than|"
                                      r"should be less than or equal to two times the input dimension|too small"),
