@@ -327,48 +327,45 @@ class Resolver(_Lookup, _LibraryRules, _Emission):
         if not all(a.asname and not self.is_runtime(a.name) and self.module_path(a.name) is not None
                    and not self._stand_in_only(a.name) for a in node.names):
             return st, None
-        lines = []
-        for alias in node.names:
-            ent = ("<module>", alias.name)
-            trial = st.copy()
-            try:
-                self._materialize(ent, alias.asname, trial, via)
-                for attr in sorted(set(re.findall(rf"(?<![\w.]){re.escape(alias.asname)}\.(\w+)", code))):
-                    self._namespace_attr(ent, attr, trial, via)
-            except (ClosureError, RecursionError):
-                lines.append(f"raise ImportError({alias.name!r} + ' is not part of the problem')")
-                break
-            st = trial
-            ref = f"__curate_ref_{len(st.refmarks)}__"
-            st.refmarks[ref] = ent
-            lines.append(f"{alias.asname} = {ref}")
-        return st, lines
+        return self._bind_namespaces([(a.name, a.asname, a.name) for a in node.names], code, st, via,
+                                     chains=False)
 
     def _nested_standin_import(self, node: ast.Import, code: str, st: _State, via: str) -> tuple[_State, list]:
         """``import librosa.filters`` inside a copied statement (auraloss imports its optional
         packages in ``__init__``), where the module has a stand-in: the top-level name becomes
         a namespace holding what the statement reads through it (``librosa.filters.mel``), as
         the same import at the top of a file does."""
+        tops = [(a.name.split(".")[0], a.name.split(".")[0], a.name) for a in node.names]
+        return self._bind_namespaces(tops, code, st, via, chains=True)
+
+    def _bind_namespaces(self, binds: list[tuple[str, str, str]], code: str, st: _State, via: str,
+                         chains: bool) -> tuple[_State, list]:
+        """Bind each ``(module, name, as imported)`` of an import inside a copied statement to
+        a namespace of the module holding what ``code`` reads through ``name``: its direct
+        attributes, or with ``chains`` every dotted chain (``name.sub.attr``) through modules.
+        Returns the state and the replacement lines; a module that cannot be copied ends the
+        lines with an ``ImportError`` raise, as the missing package would."""
         lines = []
-        for alias in node.names:
-            top = alias.name.split(".")[0]
-            ent = ("<module>", top)
+        for module, name, shown in binds:
+            ent = ("<module>", module)
             trial = st.copy()
             try:
-                self._materialize(ent, top, trial, via)
-                for chain in sorted(set(re.findall(rf"(?<![\w.]){re.escape(top)}((?:\.\w+)+)", code))):
+                self._materialize(ent, name, trial, via)
+                pattern = rf"(?<![\w.]){re.escape(name)}((?:\.\w+)+)" if chains else \
+                    rf"(?<![\w.]){re.escape(name)}\.(\w+)"
+                for read in sorted(set(re.findall(pattern, code))):
                     got: Entity | None = ent
-                    for attr in chain[1:].split("."):
+                    for attr in (read[1:].split(".") if chains else [read]):
                         if got is None or got[0] != "<module>":
                             break
                         got = self._namespace_attr(got, attr, trial, via)
             except (ClosureError, RecursionError):
-                lines.append(f"raise ImportError({alias.name!r} + ' is not part of the problem')")
+                lines.append(f"raise ImportError({shown!r} + ' is not part of the problem')")
                 break
             st = trial
             ref = f"__curate_ref_{len(st.refmarks)}__"
             st.refmarks[ref] = ent
-            lines.append(f"{top} = {ref}")
+            lines.append(f"{name} = {ref}")
         return st, lines
 
     def _twin(self, module: str, name: str, defining: list[int], want: str, st: _State) -> Entity | None:
