@@ -249,9 +249,13 @@ def measure_problem(code: str, input_spec: list | None = None, init_args: list |
         ``peak_mem_mb``, ``profile`` (see :func:`curate.measure.profile.library_share`, or
         None), ``seconds`` (wall seconds per step: load, checks, eager, profile, compile,
         compile_timing, graph, cleanup), ``inner_s`` (the whole call), ``timed_ms``
-        (time inside timed trials, ms) and ``lock_wait_s`` (seconds waiting for the GPU).
+        (time inside timed trials, ms), ``lock_wait_s`` and ``shared_wait_s`` (seconds waiting
+        for the GPU: for timed trials, for untimed GPU work), ``cpu_s`` (CPU seconds of the
+        worker process during the call) and ``compile_split`` (seconds per section of the
+        Inductor compile, from ``torch._dynamo.utils.compilation_time_metrics``).
     """
     t_enter = time.perf_counter()
+    cpu_enter = time.process_time()
     dev = torch.device(device)
     if dev.type == "cuda" and dev.index is None:
         # several torch.cuda calls (set_device, ...) need an explicit index
@@ -270,6 +274,7 @@ def measure_problem(code: str, input_spec: list | None = None, init_args: list |
         "timed_ms": 0.0, "conformance": None,
     }
     waited0 = _LOCK.waited["exclusive"] if _LOCK is not None else 0.0
+    shared0 = _LOCK.waited["shared"] if _LOCK is not None else 0.0
     held0 = _allocated(dev)
     state: dict[str, Any] = {}
     opts = {"inductor": inductor, "compile_required": compile_required, "trials": trials,
@@ -315,6 +320,8 @@ def measure_problem(code: str, input_spec: list | None = None, init_args: list |
         res["seconds"]["cleanup"] = time.perf_counter() - t_clean
         res["inner_s"] = time.perf_counter() - t_enter
         res["lock_wait_s"] = (_LOCK.waited["exclusive"] - waited0) if _LOCK is not None else 0.0
+        res["shared_wait_s"] = (_LOCK.waited["shared"] - shared0) if _LOCK is not None else 0.0
+        res["cpu_s"] = time.process_time() - cpu_enter
     return res
 
 
@@ -511,6 +518,16 @@ def _cache_counts() -> dict[str, int]:
     return {"hit": int(c.get("fxgraph_cache_hit", 0)), "miss": int(c.get("fxgraph_cache_miss", 0))}
 
 
+def _compile_metrics() -> dict[str, float]:
+    """Seconds spent so far per timed section of Dynamo and Inductor (trace, lowering, Triton
+    compiles, autotuning benchmarks, ...), summed over calls."""
+    try:
+        from torch._dynamo.utils import compilation_time_metrics
+    except ImportError:
+        return {}
+    return {k: float(sum(v)) for k, v in compilation_time_metrics.items()}
+
+
 def _inductor(res, state, flag, model, inputs, out, dev, opts, flush, graph) -> None:
     import torch._dynamo
     import torch._inductor.config as inductor_config
@@ -529,6 +546,7 @@ def _inductor(res, state, flag, model, inputs, out, dev, opts, flush, graph) -> 
         inductor_config.compile_threads = 1
     torch._dynamo.reset()
     before = _cache_counts()
+    metrics0 = _compile_metrics()
     t = time.perf_counter()
     dynamic = bool(opts.get("dynamic_dims")) and mark_dynamic(inputs, opts["dynamic_dims"])
     try:
@@ -556,6 +574,9 @@ def _inductor(res, state, flag, model, inputs, out, dev, opts, flush, graph) -> 
     secs["compile"] = res["compile_s"]
     after = _cache_counts()
     res["compile_cache"] = {k: after[k] - before[k] for k in after}
+    # nested sections overlap (a Triton compile inside the lowering): read each on its own
+    res["compile_split"] = {k: round(v - metrics0.get(k, 0.0), 4) for k, v in _compile_metrics().items()
+                            if v - metrics0.get(k, 0.0) >= 0.01}
     with _shared():
         res["compile_max_abs_diff"] = checks.max_abs_diff(out, out_c)
     del out_c
