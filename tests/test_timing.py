@@ -121,9 +121,13 @@ def test_cuda_worker_times_inductor_and_recovers_from_a_device_assert():
     assert len(w.start_seconds) == 2  # the device assert cost one fresh worker
 
 
-def test_coefficient_of_variation_and_a_retime_when_it_is_high():
+def test_spread_decides_a_retime_and_one_outlier_does_not():
     s = timing.summarize([1.0, 1.0, 3.0, 3.0])
     assert s["cv"] == pytest.approx(float(np.std([1, 1, 3, 3]) / np.mean([1, 1, 3, 3])))
+    q75, q25 = np.percentile([1, 1, 3, 3], [75, 25])
+    assert s["spread"] == pytest.approx(float((q75 - q25) / np.median([1, 1, 3, 3])))
+    one_slow = timing.summarize([1.0] * 19 + [9.0])  # a context switch in one trial
+    assert one_slow["cv"] > 0.1 and one_slow["spread"] == 0.0
     import time as _time
 
     calls = []
@@ -133,8 +137,8 @@ def test_coefficient_of_variation_and_a_retime_when_it_is_high():
         if len(calls) % 2:
             _time.sleep(0.005)
 
-    s = timing.time_calls(jumpy, "cpu", trials=6, warmup=0, cv_max=0.1)
-    assert s["retimed"] == 1.0 and s["cv_first"] > 0.1 and len(calls) == 12
+    s = timing.time_calls(jumpy, "cpu", trials=6, warmup=0, spread_max=0.1)
+    assert s["retimed"] == 1.0 and s["spread_first"] > 0.1 and len(calls) == 12
     assert s["timed_ms_total"] > 5 * 6  # both runs counted
     calls.clear()
     steady = timing.time_calls(lambda: calls.append(1), "cpu", trials=6, warmup=0)
@@ -153,6 +157,24 @@ def test_timed_section_runs_inside_the_lock():
 
     timing.time_calls(lambda: events.append("call"), "cpu", trials=3, warmup=2, lock=Recorder)
     assert events == ["enter"] + ["call"] * 5 + ["exit"]
+
+
+def test_early_warm_ups_run_under_the_shared_lock_and_one_under_the_exclusive():
+    events = []
+
+    def recorder(name):
+        class Rec:
+            def __enter__(self):
+                events.append(f"{name}+")
+
+            def __exit__(self, *exc):
+                events.append(f"{name}-")
+        return Rec
+
+    timing.time_calls(lambda: events.append("call"), "cpu", trials=3, warmup=3,
+                      lock=recorder("excl"), warm_lock=recorder("shared"))
+    # two warm-ups beside other work, then one warm-up and three trials held alone
+    assert events == ["shared+", "call", "call", "shared-", "excl+"] + ["call"] * 4 + ["excl-"]
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")

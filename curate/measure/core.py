@@ -339,7 +339,8 @@ def _timed(res: dict, key: str, fn, dev: torch.device, opts: dict, flush, max_ms
            **kw) -> dict[str, Any]:
     """Time ``fn`` with the stage's settings; store the summary under ``res[key]``."""
     summary = time_calls(fn, dev, opts["trials"], opts["warmup"], opts["budget_s"], flush, max_ms,
-                         lock=_exclusive(), **kw)
+                         lock=_exclusive(), warm_lock=_shared if _LOCK is not None else None,
+                         **kw)
     res[key] = summary
     res["timed_ms"] += summary.get("timed_ms_total", 0.0)
     if summary.get("retimed") and "retimed" not in res["notes"]:
@@ -597,8 +598,8 @@ def _inductor(res, state, flag, model, inputs, out, dev, opts, flush, graph) -> 
             with torch.no_grad():
                 return model(*inputs)
 
-        _timed(res, "eager", eager_forward, dev, full, flush, cv_max=None)
-        _timed(res, "compile", forward, dev, full, flush, cv_max=None)
+        _timed(res, "eager", eager_forward, dev, full, flush, spread_max=None)
+        _timed(res, "compile", forward, dev, full, flush, spread_max=None)
     secs["compile_timing"] = time.perf_counter() - t
     if graph:
         _graph_time(res, "compile_graph", forward, dev, opts, flush)
