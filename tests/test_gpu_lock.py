@@ -170,3 +170,40 @@ def test_exclusive_holder_times_on_the_timing_cores(tmp_path):
     finally:
         lock.close()
         os.sched_setaffinity(0, before)
+
+
+def test_time_waiting_for_the_lock_is_not_counted_against_a_task_s_limit(tmp_path):
+    """A hung problem holding the GPU lock until its own limit kills it must not time out the
+    rows queued behind it: a worker's limit counts its task's own time, not its lock waits."""
+    import threading
+
+    from curate.measure.worker import PersistentWorker
+    from curate.problem import assemble
+
+    code = assemble("import torch\nfrom torch import nn\n\n\nclass Model(nn.Module):\n"
+                    "    def forward(self, x):\n        return x * 2\n",
+                    [{"kind": "tensor", "shape": [8, 8], "dtype": "float32"}], [])
+    path = str(tmp_path / "gpu.lock")
+    worker = PersistentWorker("cpu", lock_path=path, quiet=True)
+    try:
+        worker.start()
+        held = GpuLock(path)
+        task = {"code": code, "device": "cpu", "trials": 3, "warmup": 1}
+        with held.exclusive():  # another worker's long hold (a hung problem's)
+            t = time.monotonic()
+            out = {}
+            th = threading.Thread(target=lambda: out.update(worker.measure(task, timeout_s=2.0)))
+            th.start()
+            time.sleep(4.0)  # twice the task's limit, all of it spent waiting for the lock
+        th.join(60)
+        assert out.get("reason") is None, out.get("detail")
+        assert out["wall_s"] > 3.5 and time.monotonic() - t > 3.5
+        assert out["shared_wait_s"] > 3.0  # the worker saw the wait, and said so
+
+        # the limit still holds for the task's own time
+        slow = dict(task, code=code.replace("return x * 2", "import time; time.sleep(30); return x"))
+        t = time.monotonic()
+        res = worker.measure(slow, timeout_s=2.0)
+        assert res["reason"] == "timeout" and time.monotonic() - t < 10
+    finally:
+        worker.close()

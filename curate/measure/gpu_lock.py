@@ -41,9 +41,15 @@ class GpuLock:
         timing_cpus: cores the holder of the exclusive lock runs on while it holds it
             (``os.sched_setaffinity`` of the calling thread; Linux), restored after; None
             leaves the affinity alone.
+        wait_clock: a two-float array shared with the parent process
+            (``multiprocessing.RawArray("d", 2)``): ``[0]`` is the ``time.monotonic()`` at which
+            the current wait began (0.0 while not waiting), ``[1]`` the seconds waited so far.
+            The parent leaves time spent waiting for the GPU out of a task's time limit (a
+            hung problem holding the lock must not time out the rows queued behind it).
     """
 
-    def __init__(self, path: str | os.PathLike, timing_cpus: list[int] | None = None):
+    def __init__(self, path: str | os.PathLike, timing_cpus: list[int] | None = None,
+                 wait_clock=None):
         self.path = str(path)
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
@@ -52,6 +58,20 @@ class GpuLock:
         self.waited = {"shared": 0.0, "exclusive": 0.0}
         self._held: str | None = None
         self.timing_cpus = sorted(set(timing_cpus)) if timing_cpus else None
+        self._clock = wait_clock
+
+    def _wait_begins(self) -> float:
+        t = time.perf_counter()
+        if self._clock is not None:
+            self._clock[0] = time.monotonic()
+        return t
+
+    def _wait_ends(self, mode: str, t: float) -> None:
+        dt = time.perf_counter() - t
+        self.waited[mode] += dt
+        if self._clock is not None:
+            self._clock[1] += dt
+            self._clock[0] = 0.0
 
     @property
     def held(self) -> str | None:
@@ -71,13 +91,13 @@ class GpuLock:
             return
         if self._held == "shared":
             raise RuntimeError("GpuLock.exclusive() requested while the lock is held shared")
-        t = time.perf_counter()
+        t = self._wait_begins()
         fcntl.flock(self._gate, fcntl.LOCK_EX)
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX)
         finally:
             fcntl.flock(self._gate, fcntl.LOCK_UN)
-        self.waited["exclusive"] += time.perf_counter() - t
+            self._wait_ends("exclusive", t)
         self._held = "exclusive"
         saved = self._move_to(self.timing_cpus)
         try:
@@ -93,11 +113,13 @@ class GpuLock:
         if self._held is not None:
             yield
             return
-        t = time.perf_counter()
-        fcntl.flock(self._gate, fcntl.LOCK_EX)  # waits behind a writer that is queued
-        fcntl.flock(self._gate, fcntl.LOCK_UN)
-        fcntl.flock(self._fd, fcntl.LOCK_SH)
-        self.waited["shared"] += time.perf_counter() - t
+        t = self._wait_begins()
+        try:
+            fcntl.flock(self._gate, fcntl.LOCK_EX)  # waits behind a writer that is queued
+            fcntl.flock(self._gate, fcntl.LOCK_UN)
+            fcntl.flock(self._fd, fcntl.LOCK_SH)
+        finally:
+            self._wait_ends("shared", t)
         self._held = "shared"
         try:
             yield

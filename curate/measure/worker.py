@@ -44,6 +44,9 @@ from curate.sandbox import death_reason, kill_tree
 
 #: Seconds a new worker may take to import torch and initialise its device.
 READY_TIMEOUT_S = 300.0
+#: A task's wall time may reach this many times its limit when the excess was spent waiting
+#: for the GPU lock (a queue behind several hung problems); past it the task times out.
+LOCK_WAIT_CAP = 10.0
 
 
 #: The problem a new worker measures once before taking tasks (a conv and a linear layer).
@@ -86,7 +89,7 @@ def dead_result(reason: str, detail: str, device: str, wall_s: float = 0.0,
 def _serve(conn, device: str, env: dict[str, str], quiet: bool, mem_mb: int | None,
            role: str = "measure", lock_path: str | None = None,
            gpu_mem_fraction: float | None = None, cpus: list[int] | None = None,
-           warm_inductor: bool = False, threads: int | None = None) -> None:
+           warm_inductor: bool = False, threads: int | None = None, wait_clock=None) -> None:
     """Worker process main loop: initialise, then answer tasks until told to stop."""
     os.setsid()  # own process group: a kill also reaches compiler subprocesses
     die_with_parent(watch=True)
@@ -121,7 +124,8 @@ def _serve(conn, device: str, env: dict[str, str], quiet: bool, mem_mb: int | No
             # workers must agree on it, whatever cores each is pinned to
             torch.set_num_threads(threads)
         timing_cpus = [int(c) for c in os.environ.get(TIMING_CPUS_ENV, "").split(",") if c.strip()]
-        lock = GpuLock(lock_path, timing_cpus=timing_cpus or None) if lock_path else None
+        lock = GpuLock(lock_path, timing_cpus=timing_cpus or None, wait_clock=wait_clock) \
+            if lock_path else None
         info: dict[str, Any] = {"pid": os.getpid(), "torch_version": torch.__version__,
                                 "device": str(dev), "gpu": None, "role": role}
         if dev.type == "cuda":
@@ -268,6 +272,7 @@ class PersistentWorker:
         self.threads = threads
         self.proc = None
         self.conn = None
+        self._clock = None
         self.info: dict[str, Any] | None = None
         #: wall seconds each (re)start took, including torch import and device initialisation
         self.start_seconds: list[float] = []
@@ -290,9 +295,11 @@ class PersistentWorker:
         t = time.monotonic()
         ctx = mp.get_context("spawn")
         parent, child = ctx.Pipe()
+        self._clock = ctx.RawArray("d", 2) if self.lock_path else None
         proc = ctx.Process(target=_serve, args=(child, self.device, self.env, self.quiet, self.mem_mb,
                                                 self.role, self.lock_path, self.gpu_mem_fraction,
-                                                self.cpus, self.warm_inductor, self.threads),
+                                                self.cpus, self.warm_inductor, self.threads,
+                                                self._clock),
                            name=f"curate-{self.role}-worker")
         proc.start()
         child.close()
@@ -312,8 +319,35 @@ class PersistentWorker:
         self.start_seconds.append(time.monotonic() - t)
         return self.info
 
+    def _lock_waited(self) -> float:
+        """Seconds this worker has waited for its GPU lock since it started, the wait in
+        progress included (0.0 without a lock)."""
+        clock = self._clock
+        if clock is None:
+            return 0.0
+        since, total = clock[0], clock[1]
+        return total + (max(0.0, time.monotonic() - since) if since > 0 else 0.0)
+
+    def _wait_result(self, timeout_s: float) -> tuple[list, float]:
+        """Wait for the worker's answer or death. The limit is ``timeout_s`` seconds of the
+        task's own time: seconds spent waiting for the GPU lock (behind another worker's timed
+        trials, or a hung problem that holds the lock until its own limit kills it) do not
+        count, up to :data:`LOCK_WAIT_CAP` times ``timeout_s`` of wall time in all.
+        Returns what became ready (empty: timed out) and the seconds waited for the lock."""
+        t, waited0 = time.monotonic(), self._lock_waited()
+        while True:
+            waited = self._lock_waited() - waited0
+            wall = time.monotonic() - t
+            left = min(timeout_s - (wall - waited), LOCK_WAIT_CAP * timeout_s - wall)
+            if left <= 0:
+                return [], waited
+            ready = mpc.wait([self.conn, self.proc.sentinel], timeout=left)
+            if ready:
+                return ready, waited
+
     def measure(self, task: dict[str, Any], timeout_s: float) -> dict[str, Any]:
-        """Run one task in the worker with a wall-clock limit.
+        """Run one task in the worker with a limit of ``timeout_s`` seconds, time spent
+        waiting for the GPU lock not counted (see :meth:`_wait_result`).
 
         Returns:
             The worker's result, or :func:`dead_result` with reason ``timeout`` or ``crash``;
@@ -329,7 +363,7 @@ class PersistentWorker:
             self.close()
             return {**dead_result("crash", f"worker pipe broken: {exc}", self.device,
                                   time.monotonic() - t, self.role), "worker_died": True}
-        ready = mpc.wait([self.conn, self.proc.sentinel], timeout=timeout_s)
+        ready, waited = self._wait_result(timeout_s)
         if self.conn in ready:
             try:
                 kind, result = self.conn.recv()
@@ -341,7 +375,8 @@ class PersistentWorker:
                 pass
         if not ready:
             self.close()
-            return dead_result("timeout", f"no result after {timeout_s:.0f} s", self.device,
+            extra = f" (and {waited:.0f} s waiting for the GPU)" if waited >= 1 else ""
+            return dead_result("timeout", f"no result after {timeout_s:.0f} s{extra}", self.device,
                                time.monotonic() - t, self.role)
         self.proc.join(5)
         code = self.proc.exitcode
