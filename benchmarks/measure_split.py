@@ -7,8 +7,10 @@ being :func:`curate.measure.core.measure_problem`'s result) and prints, over the
 holds: rows/hour for the given stage wall time, the sum and median of each step's seconds
 (conformance, load = build + inputs + first forward, checks, eager timing, profile, compile,
 compiled timing, CUDA-graph timing, cleanup) inside the measure worker, the seconds spent
-waiting for the GPU lock and inside timed trials, and the compile-cache hits. Standard
-library only, so it runs on the GPU machine as it is.
+waiting for the GPU lock (for timed trials; for untimed GPU work) and inside timed trials, the
+worker's CPU seconds, the compile's main sections (Dynamo's ``compilation_time_metrics``:
+the whole Dynamo compile, Triton's kernel compiles, Inductor's autotuning benchmarks) and the
+compile-cache hits. Standard library only, so it runs on the GPU machine as it is.
 """
 
 from __future__ import annotations
@@ -20,10 +22,17 @@ import statistics
 from collections import Counter
 
 
+#: Sections of ``compile_split`` worth summing (nested: the first holds the others but the
+#: autotuning, which runs at the compiled graph's first call).
+COMPILE_SECTIONS = ("_compile.compile_inner", "async_compile.precompile", "GraphLowering.codegen",
+                    "bytecode_tracing", "CachingAutotuner.benchmark_all_configs")
+
+
 def split(values: list[dict], wall_s: float | None) -> dict:
     steps: dict[str, list[float]] = {}
     reasons: Counter = Counter()
     timed, waited, inner, hits = [], [], [], 0
+    shared, cpu, sections = [], [], Counter()
     for v in values:
         reasons[v.get("reason") or "kept"] += 1
         for k, s in (v.get("seconds") or {}).items():
@@ -32,12 +41,20 @@ def split(values: list[dict], wall_s: float | None) -> dict:
         waited.append(float(v.get("lock_wait_s") or 0.0))
         inner.append(float(v.get("inner_s") or v.get("wall_s") or 0.0))
         hits += bool((v.get("compile_cache") or {}).get("hit"))
+        shared.append(float(v.get("shared_wait_s") or 0.0))
+        cpu.append(float(v.get("cpu_s") or 0.0))
+        for k, s in (v.get("compile_split") or {}).items():
+            if k in COMPILE_SECTIONS:
+                sections[k] += float(s)
     n = len(values)
     out = {"rows": n, "wall_s": wall_s,
            "rows_per_hour": round(3600 * n / wall_s) if wall_s else None,
            "reasons": dict(reasons.most_common()),
            "worker_s_sum": round(sum(inner), 1), "timed_s_sum": round(sum(timed), 1),
-           "lock_wait_s_sum": round(sum(waited), 1), "compile_cache_hits": hits,
+           "lock_wait_s_sum": round(sum(waited), 1),
+           "shared_wait_s_sum": round(sum(shared), 1), "cpu_s_sum": round(sum(cpu), 1),
+           "compile_sections_s": {k: round(sections[k], 1) for k in COMPILE_SECTIONS if k in sections},
+           "compile_cache_hits": hits,
            "steps": {k: {"rows": len(v), "sum_s": round(sum(v), 1),
                          "median_s": round(statistics.median(v), 3)}
                      for k, v in sorted(steps.items(), key=lambda kv: -sum(kv[1]))}}
