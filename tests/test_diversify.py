@@ -307,3 +307,36 @@ def test_a_problem_a_plain_exec_harness_cannot_use_is_rejected_with_its_reason(t
     rejected = read_rejected(out / "diversify")
     assert stats["kept"] == 1 and rejected["problem_id"].to_list() == ["p_lstm"]
     assert rejected["reject_reason"].to_list() == ["non_tensor_output"]
+
+
+def test_calibration_workers_share_a_lock_and_a_bad_problem_ends_only_itself():
+    """Three problems through two calibrate worker processes sharing a GPU lock (host timers
+    here): each real problem's mined shape and planned shape are timed; a problem whose forward
+    hangs times out alone and the others' results still come, each task exactly once."""
+    from curate.diversify.calibrate_pool import calibrate_many
+    from curate.diversify.shapes import apply_family, axes as find_axes, family
+
+    todo = []
+    for name in ("gelu", "linear"):
+        src, init, spec = PROBLEMS[name]
+        axis = [a for a in find_axes(spec) if a.name == "batch"]
+        fam = family("batch", axis)
+        sp, it = apply_family(spec, init, fam, 0.5)
+        shapes = [{"role": "primary", "family": fam, "s": 0.5, "spec": sp, "init": it, "want_ms": 1.0}]
+        todo.append((name, f"k-{name}", {"code": assemble(src, spec, init), "init_args": init,
+                                         "input_spec": spec, "shapes": shapes, "band": [1e-4, 1e4],
+                                         "mem_budget_mb": 4096, "trials": 3, "warmup": 1,
+                                         "max_probes": 1}))
+    hang = ("import torch\nfrom torch import nn\n\n\nclass Model(nn.Module):\n"
+            "    def forward(self, x):\n        while True:\n            pass\n")
+    spec = [{"kind": "tensor", "shape": [4, 8], "dtype": "float32"}]
+    todo.insert(0, ("hang", "k-hang", {"code": assemble(hang, spec, []), "init_args": [],
+                                       "input_spec": spec, "shapes": [], "band": [1e-4, 1e4],
+                                       "mem_budget_mb": 4096, "trials": 3, "warmup": 1}))
+    got = {i: res for i, key, res in calibrate_many(todo, "cpu", timeout_s=20, workers=2)}
+    assert sorted(got) == ["gelu", "hang", "linear"]
+    assert got["hang"]["ok"] is False and "timeout" in got["hang"]["detail"]
+    for name in ("gelu", "linear"):
+        res = got[name]
+        assert res["ok"], res
+        assert res["mined"]["ms"] > 0 and res["shapes"][0]["ms"] > 0

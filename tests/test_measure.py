@@ -217,7 +217,8 @@ def test_gpu_side_modules_import_only_torch_and_stdlib():
     code = ("import sys, curate.bench.measure, curate.bench.kernelbench_loop, curate.measure.core, "
             "curate.measure.worker, curate.measure.compile_ahead, curate.measure.gpu_lock, "
             "curate.measure.profile, curate.verify.worker, curate.diversify.plan, "
-            "curate.diversify.calibrate, curate.bench.multigpu, curate.measure.cluster, curate.verify.pool, "
+            "curate.diversify.calibrate, curate.diversify.calibrate_pool, curate.measure.torch_state, "
+            "curate.bench.multigpu, curate.measure.cluster, curate.verify.pool, "
             "curate.verify.cluster\n"
             "bad = {'polars', 'datasets', 'libcst', 'datasketch', 'typer', 'rich', 'yaml', 'pyarrow'}\n"
             "print(sorted({m.split('.')[0] for m in sys.modules} & bad))")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import time
+from contextlib import nullcontext
 from typing import Any
 
 import torch
@@ -33,6 +34,20 @@ from curate.problem import build_inputs, load_problem
 MISS = 2.0
 
 _FLUSH: dict[str, L2Flush] = {}
+#: The GPU lock shared with other calibrate workers on this GPU (None: this worker is alone);
+#: set by the worker process (:func:`set_gpu_lock`).
+_LOCK: Any = None
+
+
+def set_gpu_lock(lock: Any) -> None:
+    """Time every probe holding ``lock.exclusive()`` and build models and inputs holding
+    ``lock.shared()`` (:class:`curate.measure.gpu_lock.GpuLock`; None: no lock)."""
+    global _LOCK
+    _LOCK = lock
+
+
+def _held(mode: str):
+    return getattr(_LOCK, mode)() if _LOCK is not None else nullcontext()
 
 
 def _short(exc: BaseException) -> str:
@@ -43,22 +58,27 @@ def _time_spec(ns: dict, init: list, spec: list[dict], dev: torch.device, models
                trials: int, warmup: int) -> tuple[float, float]:
     """Median eager ms and peak MiB (above what was allocated before) of one forward."""
     key = repr(init)
-    if key not in models:
-        models.clear()
-        torch.manual_seed(0)
-        with torch.device(dev):
-            models[key] = ns["Model"](*init).to(dev)
-    model = models[key]
     cuda = dev.type == "cuda"
-    if cuda:
-        flush = _FLUSH.setdefault(str(dev), L2Flush(dev))
-        torch.cuda.synchronize(dev)
-        base = torch.cuda.memory_allocated(dev)
-        torch.cuda.reset_peak_memory_stats(dev)
-    xs = build_inputs(spec, str(dev), seed=0)
-    with torch.no_grad():
-        def fn():
-            return model(*xs)
+    with _held("shared"):
+        if key not in models:
+            models.clear()
+            torch.manual_seed(0)
+            with torch.device(dev):
+                models[key] = ns["Model"](*init).to(dev)
+        model = models[key]
+        if cuda:
+            flush = _FLUSH.setdefault(str(dev), L2Flush(dev))
+            torch.cuda.synchronize(dev)
+            base = torch.cuda.memory_allocated(dev)
+            torch.cuda.reset_peak_memory_stats(dev)
+        xs = build_inputs(spec, str(dev), seed=0)
+        if cuda:
+            torch.cuda.synchronize(dev)
+
+    def fn():
+        return model(*xs)
+
+    with torch.no_grad(), _held("exclusive"):  # the probe alone on the GPU
         warm_up(fn, warmup, dev)
         times = time_cuda(fn, trials, flush, dev) if cuda else time_cpu(fn, trials)
     peak = (torch.cuda.max_memory_allocated(dev) - base) / 2**20 if cuda else None

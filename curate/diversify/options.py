@@ -23,6 +23,9 @@ class DiversifyOptions:
                 "only (rows flagged 'estimated'); 'auto': cuda when present."})
     workers: Optional[int] = field(default=None, metadata={
         "help": "Planning worker processes (default: all cores)."})
+    calibrate_workers: Optional[int] = field(default=None, metadata={
+        "help": "GPU calibration worker processes; several share the GPU through a lock, each "
+                "probe timed alone (default: 4 on a host with at least 8 cores, else 1)."})
     timeout_s: float = field(default=60.0, metadata={"help": "Seconds to plan (and calibrate) one problem."})
     mem_mb: Optional[int] = field(default=None, metadata={
         "help": "Address-space budget of one planning process (MiB; default 8192)."})

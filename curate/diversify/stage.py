@@ -56,6 +56,7 @@ from typing import Any
 
 import polars as pl
 
+from curate.diversify.calibrate_pool import calibrate_many, default_calibrate_workers
 from curate.diversify.cost import gpu_profile
 from curate.diversify.plan import plan_task
 from curate.journal import content_key
@@ -95,8 +96,9 @@ def resolve_device(device: str) -> str:
 
 @stage("diversify")
 def run(sr: StageRun, variants: int, band_ms: tuple[float, float], target_gpu: str,
-        mem_budget_mb: int, device: str, workers: int | None, timeout_s: float,
-        mem_mb: int | None, executor: str, ray_address: str | None) -> dict[str, Any]:
+        mem_budget_mb: int, device: str, workers: int | None, calibrate_workers: int | None,
+        timeout_s: float, mem_mb: int | None, executor: str,
+        ray_address: str | None) -> dict[str, Any]:
     """Plan (and on a GPU, calibrate) in-band shapes for ``OUT/dedup`` into ``OUT/diversify``.
 
     Options (:class:`curate.diversify.options.DiversifyOptions`):
@@ -109,6 +111,9 @@ def run(sr: StageRun, variants: int, band_ms: tuple[float, float], target_gpu: s
         device: ``cpu`` (estimates only), ``cuda`` (estimates, then timed on the GPU) or
             ``auto``.
         workers: concurrent planning processes (default: CPU count).
+        calibrate_workers: GPU calibration processes (default
+            :func:`curate.diversify.calibrate_pool.default_calibrate_workers`); several share
+            the GPU through a lock and time each probe alone.
         timeout_s: wall-clock seconds to plan one problem (and to calibrate it on a GPU).
         mem_mb: address-space budget of a planning process (MiB); default 8192.
         executor: ``local`` (sandboxed processes here) or ``ray`` (a sandboxed Ray task per
@@ -166,7 +171,8 @@ def run(sr: StageRun, variants: int, band_ms: tuple[float, float], target_gpu: s
 
     calib: dict[int, dict[str, Any]] = {}
     if dev.startswith("cuda"):
-        calib = _calibrate(sr, rows, parsed, plans, dev, (lo, hi), mem_budget_mb, timeout_s, journal)
+        calib = _calibrate(sr, rows, parsed, plans, dev, (lo, hi), mem_budget_mb, timeout_s, journal,
+                           calibrate_workers or default_calibrate_workers())
     mined_ms = sorted(c["mined"]["ms"] for c in calib.values() if (c.get("mined") or {}).get("ms") is not None)
 
     kept: list[dict[str, Any]] = []
@@ -210,11 +216,9 @@ def run(sr: StageRun, variants: int, band_ms: tuple[float, float], target_gpu: s
 
 
 def _calibrate(sr: StageRun, rows, parsed, plans, dev, band, mem_budget_mb, timeout_s,
-               journal) -> dict[int, dict]:
-    """Time each planned problem's shapes on the GPU (one persistent worker; a crash or hang
-    ends that problem only)."""
-    from curate.measure.worker import PersistentWorker
-
+               journal, workers: int = 1) -> dict[int, dict]:
+    """Time each planned problem's shapes on the GPU (``workers`` persistent workers sharing
+    it, :mod:`curate.diversify.calibrate_pool`; a crash or hang ends that problem only)."""
     todo, out = [], {}
     for i, plan in plans.items():
         if not plan.get("ok"):
@@ -233,16 +237,10 @@ def _calibrate(sr: StageRun, rows, parsed, plans, dev, band, mem_budget_mb, time
                               "max_probes": 3}))
     if not todo:
         return out
-    worker = PersistentWorker(device=dev, role="calibrate", mem_mb=None)
-    try:
-        for i, key, task in sr.progress(todo, len(todo), "calibrate on GPU"):
-            res = worker.measure(task, timeout_s)
-            if "ok" not in res:  # the worker died or timed out: a dead_result
-                res = {"ok": False, "detail": f"{res.get('reason')}: {res.get('detail')}"}
-            out[i] = res
-            journal.add(key, res)
-    finally:
-        worker.close()
+    results = calibrate_many(todo, dev, timeout_s, workers)
+    for i, key, res in sr.progress(results, len(todo), "calibrate on GPU"):
+        out[i] = res
+        journal.add(key, res)
     return out
 
 

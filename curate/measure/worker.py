@@ -40,6 +40,7 @@ from typing import Any, Iterable, Iterator
 
 from curate.isolation import die_with_parent, limit_address_space
 from curate.sandbox import death_reason, kill_tree
+from curate.measure.torch_state import restore_torch_globals, torch_globals
 
 
 #: Seconds a new worker may take to import torch and initialise its device.
@@ -146,8 +147,9 @@ def _serve(conn, device: str, env: dict[str, str], quiet: bool, mem_mb: int | No
             handler = lambda task: precompile(**task, lock=lock)  # noqa: E731
         elif role == "calibrate":
             # diversify on a GPU: planned shapes timed and moved into the band
-            from curate.diversify.calibrate import calibrate_problem
+            from curate.diversify.calibrate import calibrate_problem, set_gpu_lock
 
+            set_gpu_lock(lock)
             info["warmup_reason"] = None
             handler = lambda task: calibrate_problem(**task, device=str(dev))  # noqa: E731
         else:
@@ -171,7 +173,7 @@ def _serve(conn, device: str, env: dict[str, str], quiet: bool, mem_mb: int | No
             break
         if task is None:
             break
-        saved = _torch_globals()
+        saved = torch_globals()
         # a task may run with more of the GPU's memory than the worker's share (a row
         # measured again alone after a memory refusal beside other workers)
         fraction = task.pop("gpu_mem_fraction", None) if role == "measure" else None
@@ -181,7 +183,7 @@ def _serve(conn, device: str, env: dict[str, str], quiet: bool, mem_mb: int | No
         if fraction and dev.type == "cuda":
             torch.cuda.set_per_process_memory_fraction(gpu_mem_fraction or 1.0, dev)
         try:
-            _restore_torch_globals(saved)
+            restore_torch_globals(saved)
         except Exception:  # state we cannot put back: let a fresh worker take the next task
             result["fatal"] = True
         conn.send(("result", result))
@@ -189,45 +191,6 @@ def _serve(conn, device: str, env: dict[str, str], quiet: bool, mem_mb: int | No
             break
     conn.close()
     os._exit(0)
-
-
-def _torch_globals() -> dict[str, Any]:
-    """Process-wide torch settings a problem's code may change (``torch.set_default_dtype``,
-    ``cudnn.benchmark`` ...): a persistent worker restores them after each task so one
-    problem cannot change how the next is timed."""
-    import torch
-
-    return {
-        "dtype": torch.get_default_dtype(), "grad": torch.is_grad_enabled(),
-        "matmul_precision": torch.get_float32_matmul_precision(),
-        "deterministic": torch.are_deterministic_algorithms_enabled(),
-        "cudnn": (torch.backends.cudnn.enabled, torch.backends.cudnn.benchmark,
-                  torch.backends.cudnn.deterministic, torch.backends.cudnn.allow_tf32),
-        "cuda_tf32": torch.backends.cuda.matmul.allow_tf32, "threads": torch.get_num_threads(),
-    }
-
-
-def _restore_torch_globals(saved: dict[str, Any]) -> None:
-    """Put back what :func:`_torch_globals` saved, touching only settings that changed (the
-    first ``use_deterministic_algorithms`` call alone costs about a second of lazy imports)."""
-    import torch
-
-    now = _torch_globals()
-    if now == saved:
-        return
-    if now["dtype"] != saved["dtype"]:
-        torch.set_default_dtype(saved["dtype"])
-    if now["grad"] != saved["grad"]:
-        torch.set_grad_enabled(saved["grad"])
-    if now["matmul_precision"] != saved["matmul_precision"]:
-        torch.set_float32_matmul_precision(saved["matmul_precision"])
-    if now["deterministic"] != saved["deterministic"]:
-        torch.use_deterministic_algorithms(saved["deterministic"])
-    cudnn = torch.backends.cudnn
-    cudnn.enabled, cudnn.benchmark, cudnn.deterministic, cudnn.allow_tf32 = saved["cudnn"]
-    torch.backends.cuda.matmul.allow_tf32 = saved["cuda_tf32"]
-    if now["threads"] != saved["threads"]:
-        torch.set_num_threads(saved["threads"])
 
 
 class PersistentWorker:
