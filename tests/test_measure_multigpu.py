@@ -209,3 +209,30 @@ def test_default_measure_workers_per_gpu_keep_two_cores_for_timing():
     assert default_workers_per_gpu(8, cores=128) == 14
     assert default_workers_per_gpu(2, cores=12) == 1  # 6 cores a GPU: one timing worker
     assert default_workers_per_gpu(1, cores=2) == 1
+
+
+def test_a_row_refused_memory_beside_workers_sharing_a_gpu_is_measured_again_alone(monkeypatch):
+    """Two workers on one GPU slot (CPU device, each process capped in address space): a row
+    that runs out of memory is held back, measured once more after the others by itself, and
+    still yields exactly one result; a pool with one worker per GPU does not measure it again."""
+    big = _forward("return x + torch.empty(1 << 34).sum()")  # 64 GiB, past any cap here
+    tasks = [_task(*GOOD["linear"]), _task(big, [], [_t(8, 64)]), _task(*GOOD["gelu"])]
+    shared = WorkerPool([{"CUDA_VISIBLE_DEVICES": "0"}] * 2, device="cpu", timeout_s=60,
+                        pin_cpus=False, mem_mb=4096, compile_workers=0)
+    try:
+        got = list(shared.map_memory_alone(tasks))
+    finally:
+        shared.close()
+    assert shared.shares_gpus and shared.memory_retried == 1
+    assert sorted(i for i, _ in got) == [0, 1, 2]
+    assert [i for i, _ in got][-1] == 1  # held back until the rest were done
+    res = dict(got)
+    assert res[1]["reason"] == "memory" and res[0]["reason"] is None and res[2]["reason"] is None
+
+    alone = WorkerPool([{"CUDA_VISIBLE_DEVICES": "0"}], device="cpu", timeout_s=60,
+                       pin_cpus=False, mem_mb=4096, compile_workers=0)
+    try:
+        got = dict(alone.map_memory_alone(tasks))
+    finally:
+        alone.close()
+    assert not alone.shares_gpus and alone.memory_retried == 0 and got[1]["reason"] == "memory"

@@ -44,7 +44,7 @@ from typing import Any
 
 from curate.journal import Journal, read_entries
 from curate.measure.stats import median
-from curate.measure.worker import ALONE_MEM_SHARE, WorkerPool, gpu_slots
+from curate.measure.worker import WorkerPool, gpu_slots
 
 
 def load_rows(kernelbench: Path | None, source: Path | None, level: int, limit: int | None,
@@ -162,11 +162,8 @@ def phase_medians(kernelbench: Path, level: int, skip: int, limit: int, slots, t
         try:
             if per_gpu > 1:
                 pool.start_workers(keep_alive=True)
-            ours[k] = dict(pool.map(tasks))
-            # as the stage does: a row refused memory beside the others, again alone
-            for j in [j for j, r in ours[k].items() if per_gpu > 1 and r.get("reason") == "memory"]:
-                for _, res in pool.map([{**tasks[j], "gpu_mem_fraction": ALONE_MEM_SHARE}]):
-                    ours[k][j] = res
+            # as the stage does: a row refused memory beside the others is measured again alone
+            ours[k] = dict(pool.map_memory_alone(tasks))
         finally:
             pool.close()
 

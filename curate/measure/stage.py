@@ -412,30 +412,19 @@ def default_workers_per_gpu(gpus: int, cores: int | None = None) -> int:
 
 
 def _measure_gpu(sr: StageRun, jobs, envs, device, timeout_s, journal, results, extra, pool_opts) -> None:
-    from curate.measure.worker import ALONE_MEM_SHARE, WorkerPool
+    from curate.measure.worker import WorkerPool
 
     pool = WorkerPool(envs, device=device, timeout_s=timeout_s, **pool_opts)
-    # workers sharing a GPU may together ask for more memory than it has: a row refused
-    # memory beside the others is measured again at the end, alone on the GPU
-    shared = len(envs) > len({e.get("CUDA_VISIBLE_DEVICES", str(g)) for g, e in enumerate(envs)})
-    again: list[int] = []
     try:
-        if shared and jobs:
+        if pool.shares_gpus and jobs:
             pool.start_workers(keep_alive=True)  # all at once, and up for the second pass
         tasks = [{**task, "device": device} for _, _, task in jobs]
-        for j, res in sr.progress(pool.map(tasks), len(tasks)):
-            if shared and res.get("reason") == "memory":
-                again.append(j)
-                continue
+        for j, res in sr.progress(pool.map_memory_alone(tasks), len(tasks)):
             i, key, _ = jobs[j]
             _record(journal, results, i, key, res)
-        for j in again:
-            for _, res in pool.map([{**tasks[j], "gpu_mem_fraction": ALONE_MEM_SHARE}]):
-                i, key, _ = jobs[j]
-                _record(journal, results, i, key, res)
     finally:
         pool.close()
-    extra["memory_retried_alone"] = len(again)
+    extra["memory_retried_alone"] = pool.memory_retried
     extra["workers"] = len(envs)
     extra["gpus"] = sorted({r["gpu"] for r in results.values() if r.get("gpu")})
     extra["rows_per_worker"] = list(pool.per_worker)

@@ -514,6 +514,10 @@ class WorkerPool:
         timing_cpus = {k: [2 * n, 2 * n + 1] for n, k in enumerate(gpus)} if reserve else {}
         compile_cpus = list(range(2 * len(gpus), cores)) if reserve else None
         self.envs = [dict(e) for e in envs]
+        #: whether several measure workers share a GPU (see :meth:`map_memory_alone`)
+        self.shares_gpus = shared_gpus
+        #: rows :meth:`map_memory_alone` measured again alone after a memory refusal
+        self.memory_retried = 0
         self.workers: list[PersistentWorker] = []
         self.compilers: list[list[PersistentWorker]] = []
         for g, env in enumerate(envs):
@@ -605,6 +609,24 @@ class WorkerPool:
         now (for progress reports and fault-injection tests)."""
         with self._running_lock:
             return dict(self._running)
+
+    def map_memory_alone(self, tasks: Iterable[dict[str, Any]]) -> Iterator[tuple[int, dict[str, Any]]]:
+        """:meth:`map`, except that where workers share a GPU a row refused ``memory`` beside
+        the others is held back and measured again once the rest are done, alone on the GPU
+        with :data:`ALONE_MEM_SHARE` of its memory (the shares of workers on one GPU add up to
+        more than the GPU, as band rows seldom peak together). Yields ``(index, result)`` once
+        per task; :attr:`memory_retried` counts the rows measured again."""
+        items = list(tasks)
+        again: list[int] = []
+        for j, res in self.map(items):
+            if self.shares_gpus and res.get("reason") == "memory":
+                again.append(j)
+                continue
+            yield j, res
+        for j in again:  # one at a time: the other workers stay idle
+            self.memory_retried += 1
+            for _, res in self.map([{**items[j], "gpu_mem_fraction": ALONE_MEM_SHARE}]):
+                yield j, res
 
     def map(self, tasks: Iterable[dict[str, Any]]) -> Iterator[tuple[int, dict[str, Any]]]:
         """Measure ``tasks``; yield ``(index, result)`` in completion order, once per task.
