@@ -4,7 +4,8 @@
 # .whl (polars wheels, for the stage tables) and .carry (KernelBench, loop results, mined
 # problems). Results go to $OUT (the device tool's folder that comes back), else ./out-gpu.
 #
-#   bash benchmarks/gpu/run.sh tests              GPU tests: timing, faults, red team (~6 min)
+#   bash benchmarks/gpu/run.sh tests|tests-a|tests-b
+#                                                 GPU tests: all (~8 min), or in two halves
 #   bash benchmarks/gpu/run.sh loop SKIP LIMIT [--gpu-inputs]
 #                                                 plain KernelBench-style loop over level 1
 #   bash benchmarks/gpu/run.sh ours               curate's engine on level 1, cold caches,
@@ -23,8 +24,19 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | 
 python3 -c "import torch, triton, sys; print(torch.__version__, triton.__version__, sys.version.split()[0])" | tee -a "$OUT/gpu.txt"
 case "${1:-}" in
   tests)
+    # every test that needs a GPU (~8 min on an H100: split across two device calls with
+    # "tests-a" and "tests-b" when a call is limited to 10 minutes)
     python3 -m pytest -q -p no:cacheprovider tests/test_timing.py tests/test_gpu_lock.py \
-      tests/test_measure_faults.py tests/test_verifier.py 2>&1 | tee "$OUT/pytest-gpu.txt" | tail -40 ;;
+      tests/test_measure_faults.py tests/test_verifier.py tests/test_measure_multigpu.py \
+      tests/test_verify_multigpu.py tests/test_sandbox_server_warmup.py tests/test_measure_dynamic.py \
+      2>&1 | tee "$OUT/pytest-gpu.txt" | tail -40 ;;
+  tests-a)
+    python3 -m pytest -q -p no:cacheprovider tests/test_measure_faults.py tests/test_gpu_lock.py \
+      2>&1 | tee "$OUT/pytest-gpu-a.txt" | tail -40 ;;
+  tests-b)
+    python3 -m pytest -q -p no:cacheprovider tests/test_timing.py tests/test_verifier.py \
+      tests/test_measure_multigpu.py tests/test_verify_multigpu.py tests/test_sandbox_server_warmup.py \
+      tests/test_measure_dynamic.py 2>&1 | tee "$OUT/pytest-gpu-b.txt" | tail -40 ;;
   loop)
     python3 -m curate.bench.kernelbench_loop --kernelbench "$CURATE_KERNELBENCH" --level 1 \
       --skip "${2:-0}" --limit "${3:-34}" ${4:-} --out "$OUT/loop" 2>&1 | tail -5
