@@ -397,6 +397,18 @@ def _element_count(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
     return _element_count_repairs(specs, [int(d) for d in m.group(1).split(",")], int(m.group(2)))
 
 
+def _channels_last(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+    # the input already had the channels on axis 1, yet the convolution saw another count: the code
+    # moves the last axis to the channels (``rearrange(x, 'b s n c -> b c n s')``, ``permute(0, 3, 1, 2)``)
+    want = int(m.group(1))
+    out = []
+    for i in _tensors(specs):
+        shape = specs[i]["shape"]
+        if specs[i]["kind"] == "tensor" and len(shape) >= 3 and shape[1] == want and shape[-1] != want:
+            out += _with_dim(specs, i, -1, want)
+    return out
+
+
 def _einops_rank_inputs(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
     """An einops pattern of another rank than the tensor it met: first each input of exactly that
     tensor's shape alone (the last first: an optional input just given, shaped like the first
@@ -454,6 +466,7 @@ _BROADCAST = r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+
 RULES: tuple[Rule, ...] = (
     Rule("complex_input", _COMPLEX, _complex),
     Rule("channels", re.compile(r"to have (\d+) channels, but got (\d+) channels"), _dim_of_all(1, 1)),
+    Rule("channels_last", re.compile(r"to have (\d+) channels, but got (\d+) channels"), _channels_last),
     Rule("flattened_size", _MATMUL, _flattened_size),
     # torch's recurrent layers: "input.size(-1) must be equal to input_size. Expected 32, got 64"
     Rule("recurrent_width", re.compile(r"input\.size\(-1\) must be equal to input_size\. Expected (\d+)"),
