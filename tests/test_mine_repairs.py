@@ -127,7 +127,7 @@ GUESSES = {
     "expected_rank": ([T(4096)], rank(3)),
     "named_shape": ([T(8, 64)], rank(5)),
     "einops_rank": ([T(8, 64)], rank(4)),
-    "einops_divisible": ([T(8, 64, 32, 32)], [T(64, 64, 32, 32)]),
+    "einops_divisible": ([T(8, 64, 32, 32)], [T(64, 64, 16, 16)]),
     "einops_group": ([T(8, 128, 64)], [T(8, 121, 64)]),
     "channels_last": ([T(8, 128, 32, 32)], [T(8, 128, 32, 128)]),
     "unpack_rank": ([T(8, 128, 64)], rank(4)),
