@@ -621,3 +621,59 @@ def test_an_optional_input_a_torch_op_is_given_as_none_is_given():
     inputs = got["code"][got["code"].index("def get_inputs"):got["code"].index("def get_init_inputs")]
     assert inputs.count("torch.randn(") == 2, inputs
     run_alone(got["code"])
+
+
+# --------------------------------------------------------------------------- issue 23, fifth step
+def _inputs(code: str) -> str:
+    return code[code.index("def get_inputs"):code.index("def get_init_inputs")]
+
+
+def test_an_optional_input_a_helper_reads_is_named_by_the_callers_line():
+    """fast-transformer-pytorch's ``FastAttention.forward(x, mask=None)`` runs ``mask =
+    rearrange(mask, 'b n -> b () n')``: the ``'NoneType' object has no attribute 'shape'`` is
+    raised inside einops, on a line naming no parameter. The caller's line passes ``mask``; it
+    is given as the [batch, seq] mask the pattern's rank asks for (it was
+    ``no_runnable_inputs``)."""
+    got = mine(_manifest_resolver("fast-transformer-pytorch"), "fast_transformer_pytorch.fast_transformer_pytorch",
+               "FastAttention")
+    x, mask = got["input_spec"]
+    assert mask["arg"] == "mask" and mask["kind"] == "mask" and mask["shape"] == x["shape"][:2], got["input_spec"]
+    run_alone(got["code"])
+
+
+def test_an_optional_input_given_after_none_takes_the_rank_the_code_rearranges_it_to():
+    """open-flamingo's ``MaskedCrossAttention.forward(x, media, media_locations=None)`` reads
+    ``media_locations.shape[1]`` and later rearranges its running count by ``'b i -> b 1 i
+    1'``. Given like the text features ([batch, seq, width]) it failed there; the input the
+    pattern met is reshaped alone to [batch, seq] (it was ``no_runnable_inputs``)."""
+    got = mine(_manifest_resolver("open-flamingo"), "open_flamingo.src.helpers", "MaskedCrossAttention")
+    x, media, locations = got["input_spec"]
+    assert locations["arg"] == "media_locations" and locations["shape"] == x["shape"][:2], got["input_spec"]
+    assert len(media["shape"]) == 4  # 'b t n d -> b (t n) d'
+    run_alone(got["code"])
+
+
+def test_einops_axis_lengths_given_by_the_module_size_the_input():
+    """taylor-series-linear-attention's ViT ``FeedForward`` rearranges ``'b (h w) c -> b c h w'``
+    with h = w = 11 (121 tokens, not the 128 guessed); lumiere-pytorch's
+    ``ConvolutionInflationBlock`` rearranges ``'(b t) c h w -> b h w c t'`` with its time
+    length, which the batch of 8 images does not divide. Both were ``no_runnable_inputs``."""
+    got = mine(_manifest_resolver("taylor-series-linear-attention"), "taylor_series_linear_attention.vit",
+               "FeedForward")
+    assert got["input_spec"][0]["shape"][1] == 121, got["input_spec"]
+    run_alone(got["code"])
+    got = mine(_manifest_resolver("lumiere-pytorch"), "lumiere_pytorch.lumiere", "ConvolutionInflationBlock")
+    (x,) = got["input_spec"]
+    assert len(x["shape"]) == 4 and x["shape"][0] % 8 == 0 and x["shape"][0] > 8, x
+    run_alone(got["code"])
+
+
+def test_a_convolution_over_the_inputs_last_axis_gets_it_sized_to_its_channels():
+    """torch-spatiotemporal's ``TemporalConvNet`` takes [batch, steps, nodes, channels] and runs
+    ``rearrange(x, 'b s n c -> b c n s')`` before its ``Conv2d``: the guess with the channels
+    on axis 1 fails (``expected input[8, 32, 32, 132] to have 128 channels, but got 32``); the
+    last axis gets them (it was ``no_runnable_inputs``)."""
+    got = mine(_manifest_resolver("torch-spatiotemporal"), "tsl.nn.blocks.encoders.tcn", "TemporalConvNet")
+    (x,) = got["input_spec"]
+    assert len(x["shape"]) == 4 and x["shape"][-1] == 128, x
+    run_alone(got["code"])

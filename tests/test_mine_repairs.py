@@ -37,12 +37,13 @@ def _warned(fn) -> str:
     return str(caught[0].message)
 
 
-def _einops_error() -> str:
+def _einops_error(shape: tuple[int, ...] = (8, 64), pattern: str = "b c h w -> b (h w) c", **axes) -> str:
+    """The einops stand-in's message for ``rearrange`` of a tensor of ``shape`` by ``pattern``."""
     path = Path(__file__).resolve().parents[1] / "curate" / "mine" / "shims" / "einops.py"
     spec = importlib.util.spec_from_file_location("einops_stand_in", path)
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return _raised(lambda: mod.rearrange(torch.randn(8, 64), "b c h w -> b (h w) c"))
+    return _raised(lambda: mod.rearrange(torch.randn(*shape), pattern, **axes))
 
 
 def T(*shape, **kw) -> dict:
@@ -83,6 +84,13 @@ CASES = [
                       "size: [4096]"),
     ("named_shape", lambda: _raised(lambda: _quantized_conv3d()(torch.randn(8, 64)))),
     ("einops_rank", _einops_error),
+    # lumiere-pytorch's '(b t) c h w -> b h w t c' with t given, on a batch of 8 images
+    ("einops_divisible", lambda: _einops_error((8, 64, 32, 32), "(b t) c h w -> b h w t c", t=64)),
+    # taylor-series-linear-attention's ViT feedforward: 'b (h w) c -> b c h w', h = w = 11
+    ("einops_group", lambda: _einops_error((8, 128, 64), "b (h w) c -> b c h w", h=11, w=11)),
+    # torch-spatiotemporal's TCN: rearrange(x, 'b s n c -> b c n s') before a Conv2d
+    ("channels_last", lambda: _raised(lambda: nn.Conv2d(128, 64, (1, 3))(torch.randn(8, 128, 32, 32)
+                                                                          .permute(0, 3, 2, 1)))),
     ("unpack_rank", "ValueError: not enough values to unpack (expected 4, got 3)"),
     ("dim_out_of_range", lambda: _raised(lambda: torch.randn(8, 64).transpose(1, 2))),
     ("too_many_indices", "IndexError: too many indices for tensor of dimension 1"),
@@ -119,6 +127,9 @@ GUESSES = {
     "expected_rank": ([T(4096)], rank(3)),
     "named_shape": ([T(8, 64)], rank(5)),
     "einops_rank": ([T(8, 64)], rank(4)),
+    "einops_divisible": ([T(8, 64, 32, 32)], [T(64, 64, 16, 16)]),
+    "einops_group": ([T(8, 128, 64)], [T(8, 121, 64)]),
+    "channels_last": ([T(8, 128, 32, 32)], [T(8, 128, 32, 128)]),
     "unpack_rank": ([T(8, 128, 64)], rank(4)),
     "dim_out_of_range": ([T(8, 64)], rank(3)),
     "too_many_indices": ([T(8)], rank(2)),
@@ -235,3 +246,26 @@ def test_warning_rules():
     msg = _warned(lambda: norm(torch.randn(8, 4, 32)))
     assert next(r for r in WARNING_RULES if r.name == "num_features").match(msg)
     assert _warning_repairs([T(4, 32)], msg, norm) == [[T(8, 64, 32)]]
+
+
+def test_an_einops_pattern_of_another_rank_reshapes_the_input_it_met_alone():
+    """open-flamingo's cross-attention counts ``media_locations`` (an optional [batch, text
+    length] input) and rearranges the count by ``'b i -> b 1 i 1'``; a guess that gave it the
+    [batch, length, width] shape of the text features fails there. The input of exactly the
+    met shape is repaired alone, keeping its leading sizes, before every input is; the text
+    features, of the same shape, keep theirs in that guess."""
+    msg = _einops_error((8, 128, 64), "b i -> b 1 i 1")
+    specs = [T(8, 128, 64), T(8, 64, 32, 64), T(8, 128, 64, arg="media_locations")]
+    out = _repair_specs(specs, msg, nn.Identity())
+    assert out[0] == [T(8, 128, 64), T(8, 64, 32, 64), T(8, 128, arg="media_locations")]
+    assert out[1] == [T(8, 128), T(8, 64, 32, 64), T(8, 128, 64, arg="media_locations")]
+    assert any(rank(2)(s) for s in out[2:])  # every input at the pattern's rank, as before
+
+
+def test_an_einops_axis_length_counts_a_class_token():
+    """TimeSformer-pytorch's token shift splits the class token off a [batch, 1 + frames x
+    patches, dim] input before ``'b (f n) d -> b f n d'``: the stand-in sees 127 of the 128
+    tokens. The axis one longer than the failing length keeps its extra token."""
+    msg = _einops_error((8, 127, 64), "b (f n) d -> b f n d", f=64)
+    out = _repair_specs([T(8, 128, 64)], msg, nn.Identity())
+    assert [T(8, 129, 64)] in out

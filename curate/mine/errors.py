@@ -38,6 +38,14 @@ def blame(exc: BaseException) -> str:
     return ""
 
 
+def mined_lines(exc: BaseException) -> list[str]:
+    """The source lines of every mined frame ``exc`` passed through, innermost first: where a
+    helper (an einops call, a small function of the file) raised on an argument, the outer lines
+    show which of the caller's names was passed to it."""
+    return [f.line or "" for f in reversed(traceback.extract_tb(exc.__traceback__))
+            if f.filename.startswith(MINED_FILE[:-1])]
+
+
 def _classify(msg: str, default: str) -> str:
     """A reject reason for an error message: ``import_missing``, ``needs_network``,
     ``needs_data_files`` or ``default``."""

@@ -317,3 +317,30 @@ def _spec_names(specs: list[dict], params: list[tuple[str, inspect.Parameter]]) 
     """The forward parameter each spec feeds: its ``arg``, else the parameter at its position."""
     return [s.get("arg") or (params[i][0] if i < len(params) and not s.get("pair") else None)
             for i, s in enumerate(specs)]
+
+
+def _fit_given(guesses: list[list[dict]], n: int, fn: Any, owner: Any, tree: ast.AST | None) -> list[list[dict]]:
+    """Guesses whose inputs after the first ``n`` (optional parameters just given, after a
+    ``NoneType`` error) are fit to the ranks ``fn``'s code gives those parameters, each fitted
+    guess before its original. A rank below the first input's takes the first input's leading
+    sizes (``rearrange(mask, 'b n -> b () n')`` beside a [batch, seq, width] input: a mask
+    [batch, seq]), a higher one the usual layout (:func:`_rank_shape`)."""
+    names = sorted({s["arg"] for g in guesses for s in g[n:] if s.get("arg")})
+    if not names:
+        return guesses
+    bounds = _rank_evidence(fn, names, owner, tree=tree)
+    out = []
+    for g in guesses:
+        first = g[0].get("shape") or [] if g else []
+        fitted = list(g)
+        for i in range(n, len(g)):
+            s, b = g[i], bounds.get(g[i].get("arg") or "")
+            shape = s.get("shape")
+            if not b or shape is None or s["kind"] not in ("tensor", "mask", "index") or b[0] <= len(shape) <= b[1]:
+                continue
+            nd = b[0] if len(shape) < b[0] else b[1]
+            new = list(first[:nd]) if nd <= len(first) else _rank_shape(nd, _spec_rank_ch(shape))
+            if new:
+                fitted[i] = {**s, "shape": new}
+        out += [fitted, g] if fitted != g else [g]
+    return out

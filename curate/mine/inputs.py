@@ -248,7 +248,8 @@ def _paired_params(module: nn.Module) -> list[str]:
     return [n for n in PAIRED if n in sig.parameters and sig.parameters[n].default is None]
 
 
-def _optional_inputs(specs: list[dict], msg: str, line: str, module: nn.Module) -> list[list[dict]]:
+def _optional_inputs(specs: list[dict], msg: str, line: str, module: nn.Module,
+                     outer: list[str] = ()) -> list[list[dict]]:
     """``'NoneType' object has no attribute ...`` (or a torch op given None) on a line reading an
     optional forward parameter left None (a cross-attention's ``encoder_hidden_states``): the guess again with
     that parameter given, shaped like the first input (a timestep or a length as such).
@@ -256,10 +257,26 @@ def _optional_inputs(specs: list[dict], msg: str, line: str, module: nn.Module) 
     The variable read is often a local copy under a shorter or longer name (``emb`` for
     ``temb``, ``timesteps`` for ``timestep``, ``encoder_query`` from
     ``encoder_hidden_states``): parameters named like it come first, then those sharing a
-    word with it. A mask is given when the line reads it itself (``mask.float()``)."""
+    word with it. A mask is given when the line reads it itself (``mask.float()``).
+
+    ``outer``: the lines of the frames around the raising one, innermost first. When the raising
+    line names no such parameter (it is inside a helper: einops' ``rearrange(tensor, ...)``
+    reading ``tensor.shape``), the first outer line that passes one to a call
+    (``mask = rearrange(mask, 'b n -> b () n')``) names it."""
+    out = _optional_inputs_at(specs, msg, line, module, passed=False)
+    for other in outer:
+        if out or other == line:
+            continue
+        out = _optional_inputs_at(specs, msg, other, module, passed=True)
+    return out
+
+
+def _optional_inputs_at(specs: list[dict], msg: str, line: str, module: nn.Module, passed: bool) -> list[list[dict]]:
+    """:func:`_optional_inputs` for one line; ``passed``: the names the line passes as arguments
+    of a call are read (the line of a caller whose callee raised)."""
     # ``'NoneType' object has no attribute``, and torch's ops given None: ``but got NoneType``,
     # ``must be Tensor, not NoneType``, ``got (NoneType, Parameter, ...)``
-    if "NoneType" not in msg or not line or not specs or specs[0].get("kind") != "tensor":
+    if "NoneType" not in msg or not line or not specs or specs[0].get("kind") not in ("tensor", "index"):
         return []
     try:
         sig = inspect.signature(module.forward)
@@ -270,6 +287,8 @@ def _optional_inputs(specs: list[dict], msg: str, line: str, module: nn.Module) 
     m = re.search(r"has no attribute '(\w+)'", msg)
     read = set(re.findall(rf"([A-Za-z_]\w*)\s*\.\s*{m.group(1)}\b", line)) if m else set()
     read |= set(re.findall(r"([A-Za-z_]\w*)\s*\[", line)) if "subscriptable" in msg else set()
+    if passed:  # f(mask, ...), f(x, mask = mask)
+        read |= set(re.findall(r"[(,]\s*(?:\w+\s*=\s*)?([A-Za-z_]\w*)\s*(?=[,)])", line))
     ranked: list[tuple[float, str]] = []
     for name, p in sig.parameters.items():
         if p.default is not None or name in given or re.search(r"cache|past", name):

@@ -397,12 +397,84 @@ def _element_count(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
     return _element_count_repairs(specs, [int(d) for d in m.group(1).split(",")], int(m.group(2)))
 
 
+def _channels_last(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+    # the input already had the channels on axis 1, yet the convolution saw another count: the code
+    # moves the last axis to the channels (``rearrange(x, 'b s n c -> b c n s')``, ``permute(0, 3, 1, 2)``)
+    want = int(m.group(1))
+    out = []
+    for i in _tensors(specs):
+        shape = specs[i]["shape"]
+        if specs[i]["kind"] == "tensor" and len(shape) >= 3 and shape[1] == want and shape[-1] != want:
+            out += _with_dim(specs, i, -1, want)
+    return out
+
+
+def _einops_rank_inputs(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+    """An einops pattern of another rank than the tensor it met: first each input of exactly that
+    tensor's shape alone (the last first: an optional input just given, shaped like the first
+    input) at the pattern's rank, a lower rank keeping its leading sizes (``'b i -> b 1 i 1'``
+    on a [batch, seq, width] guess of positions: [batch, seq]); then every input at that rank."""
+    nd = _einops_rank(m.group(1))
+    if not nd:
+        return []
+    met = [int(d) for d in m.group(2).split(",") if d.strip()]
+    out = []
+    for i in reversed(_tensors(specs)):
+        if specs[i].get("shape") != met:
+            continue
+        new = met[:nd] if nd < len(met) else _rank_shape(nd, _spec_rank_ch(met))
+        if new:
+            out.append([{**s, "shape": list(new)} if j == i else s for j, s in enumerate(specs)])
+    return out + _with_rank(specs, nd)
+
+
+def _with_axis_values(specs: Specs, old: int, new: Callable[[int], int]) -> list[Specs]:
+    """Guesses with one tensor input's axis of size ``old`` (or ``old + 1``: a class token the
+    code splits off first) set to ``new(offset)``; each input and axis alone, the last axis first.
+    An image's batch or channel axis grown more than twofold comes first with its height and
+    width halved (to 16 at least) as often as keeps it within twice the elements it had: a
+    [8, 64, 32, 32] batch of 64 frames runs as [64, 64, 16, 16], not eight times as long."""
+    out = []
+    for i in _tensors(specs):
+        s = specs[i]
+        if s["kind"] != "tensor":
+            continue
+        shape = s["shape"]
+        for d in reversed(range(len(shape))):
+            if shape[d] - old in (0, 1) and (v := new(shape[d] - old)) != shape[d] and v > 0:
+                grown = shape[:d] + [v] + shape[d + 1:]
+                smaller = list(grown)
+                while len(smaller) >= 4 and d < len(smaller) - 2 and min(smaller[-2:]) >= 32 \
+                        and math.prod(smaller) > 2 * math.prod(shape):
+                    smaller[-2:] = [smaller[-2] // 2, smaller[-1] // 2]
+                for got in ([smaller] if smaller != grown else []) + [grown]:
+                    if math.prod(got) * 4 <= MAX_INPUT_BYTES:
+                        out.append([{**t, "shape": got} if j == i else t for j, t in enumerate(specs)])
+    return out[:4]
+
+
+def _einops_divisible(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+    # '(b t) c h w' with t given: an axis of the input (or one more, a class token) is made a
+    # multiple of the length given (the nearest, at least the length itself)
+    size, k = int(m.group(1)), int(m.group(2))
+    if not k:
+        return []
+    return _with_axis_values(specs, size, lambda off: k * max(1, round(size / k)) + off)
+
+
+def _einops_group(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+    # 'b (h w) c' with h and w given: the axis (or one more, a class token) takes their product
+    size, want = int(m.group(1)), int(m.group(2))
+    return _with_axis_values(specs, size, lambda off: want + off)
+
+
 _BROADCAST = r"size of tensor a \((\d+)\) must match the size of tensor b \((\d+)\)"
 
 #: The repairs of an error message, in the order their guesses are tried.
 RULES: tuple[Rule, ...] = (
     Rule("complex_input", _COMPLEX, _complex),
     Rule("channels", re.compile(r"to have (\d+) channels, but got (\d+) channels"), _dim_of_all(1, 1)),
+    Rule("channels_last", re.compile(r"to have (\d+) channels, but got (\d+) channels"), _channels_last),
     Rule("flattened_size", _MATMUL, _flattened_size),
     # torch's recurrent layers: "input.size(-1) must be equal to input_size. Expected 32, got 64"
     Rule("recurrent_width", re.compile(r"input\.size\(-1\) must be equal to input_size\. Expected (\d+)"),
@@ -427,8 +499,11 @@ RULES: tuple[Rule, ...] = (
                                      r"Expected input to be \dD or (\d)D"),
          _rank_from(lambda m: int(next(g for g in m.groups() if g)) if any(m.groups()) else None)),
     Rule("named_shape", _NAMED_SHAPE, _named_shape),
-    Rule("einops_rank", re.compile(r"einops pattern '([^']*)' does not match"),
-         _rank_from(lambda m: _einops_rank(m.group(1)))),
+    Rule("einops_rank", re.compile(r"einops pattern '([^']*)' does not match a tensor of shape \(([\d, ]*)\)"),
+         _einops_rank_inputs),
+    Rule("einops_divisible", re.compile(r"einops: dimension (\d+) is not divisible by (\d+)"), _einops_divisible),
+    Rule("einops_group", re.compile(r"einops: axis group \[[^\]]*\] has length (\d+), expected (\d+)"),
+         _einops_group),
     Rule("unpack_rank", re.compile(r"not enough values to unpack \(expected (\d+), got (\d+)\)|"
                                    r"too many values to unpack \(expected (\d+)\)"), _rank_from(_unpacked)),
     Rule("dim_out_of_range", re.compile(r"Dimension out of range \(expected to be in range of \[-(\d+), \d+\], "

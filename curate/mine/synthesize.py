@@ -53,8 +53,9 @@ from curate.mine.codegen import (
 from curate.mine.configs import global_configs, with_configs
 from curate.mine.configs import repair as repair_configs
 from curate.mine.construct import _VALUE_NOT_IMPLEMENTED, ConstructorSearch
-from curate.mine.errors import SynthesisError, _classify, blame
+from curate.mine.errors import SynthesisError, _classify, blame, mined_lines
 from curate.mine.forward_analysis import (
+    _fit_given,
     _fit_ranks,
     _function_tree,
     _line_evidence,
@@ -186,7 +187,9 @@ def find_inputs(module: nn.Module, kwargs: dict[str, Any], budget_s: float,
             reason = _classify(last, "")
             if reason:
                 raise SynthesisError(reason, last)
-            repairs = (_optional_inputs(specs, last, last_line, module) + _named_inputs(specs, last, module)
+            given = _fit_given(_optional_inputs(specs, last, last_line, module, mined_lines(exc)), len(specs),
+                               type(module).forward, module, forward_tree)
+            repairs = (given + _named_inputs(specs, last, module)
                        + _warning_repairs(specs, last, module)
                        + _repair_specs(specs, last, module))
             line_ranks = _line_evidence(last_line, names) if last_line else {}
