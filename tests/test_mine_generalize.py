@@ -621,3 +621,22 @@ def test_an_optional_input_a_torch_op_is_given_as_none_is_given():
     inputs = got["code"][got["code"].index("def get_inputs"):got["code"].index("def get_init_inputs")]
     assert inputs.count("torch.randn(") == 2, inputs
     run_alone(got["code"])
+
+
+def test_a_module_read_by_a_computed_name_holds_the_classes_its_strings_name():
+    """litgpt's configuration picks its MLP class by name, ``getattr(litgpt.adapter_v2,
+    self.mlp_class_name)``, its field typed ``Literal["GptNeoxMLP", "LLaMAMLP", ...]``. The
+    namespace standing for the module held only what is read through it by name (it was
+    ``constructor_failed: 'types.SimpleNamespace' object has no attribute 'GptNeoxMLP'``); it
+    now gains the module's classes the copied code names in strings, bound at the end of the
+    problem, since those classes derive from ``litgpt.model``'s, read through a namespace."""
+    from curate.problem import exec_source
+
+    closure = _manifest_resolver("litgpt").closure("litgpt.adapter_v2", "GPT")
+    late = re.findall(r"^adapter_v2\.(\w+) = \w+$", closure.source, re.M)
+    assert {"GptNeoxMLP", "LLaMAMLP"} <= set(late), late
+    ns = exec_source(closure.source, "litgpt_adapter_gpt")
+    own, base = ns["adapter_v2"].LLaMAMLP, ns["model"].LLaMAMLP  # the adapter's class, derived from the model's
+    assert own is not base and issubclass(own, base)
+    got = mine(_manifest_resolver("litgpt"), "litgpt.adapter_v2", "GPT")
+    run_alone(got["code"])
