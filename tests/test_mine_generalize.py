@@ -640,3 +640,47 @@ def test_a_module_read_by_a_computed_name_holds_the_classes_its_strings_name():
     assert own is not base and issubclass(own, base)
     got = mine(_manifest_resolver("litgpt"), "litgpt.adapter_v2", "GPT")
     run_alone(got["code"])
+
+
+def _construct(source: str, module: str, cls: str) -> dict:
+    """The constructor search's first arguments that build ``cls`` of the manifest source's
+    ``module`` (its closure exec'd as the synthesizer does), or an AssertionError."""
+    from curate.mine.codegen import exec_safe
+    from curate.mine.construct import ConstructorSearch
+    from curate.mine.synthesize import problem_imports
+    from curate.problem import exec_source
+
+    closure = _manifest_resolver(source).closure(module, cls)
+    with problem_imports(closure.source):
+        ns = exec_source(exec_safe(closure.source), "curate_mined")
+        search = ConstructorSearch(ns[cls], ns)
+        got = search.next(time.monotonic() + 60)
+    assert got is not None, search.last
+    return got[1]
+
+
+def test_keywords_a_constructor_splits_by_prefix_are_given_under_it():
+    """memformer's ``Memformer(dim, num_memory_slots, **kwargs)`` splits its keywords with
+    ``group_by_key_prefix_and_trim('enc_', kwargs)`` and builds ``Encoder(dim=dim,
+    **enc_kwargs)`` and a ``TransformerWrapper(**enc_transformer_kwargs)`` whose ``num_tokens``
+    defaults to None. The missing ``depth`` and the None ``num_tokens`` are given as
+    ``enc_depth``/``dec_depth`` and ``enc_num_tokens`` (it was ``constructor_failed:
+    Encoder.__init__() missing 1 required positional argument: 'depth'``); performer-pytorch's
+    ``PerformerEncDec`` splits its keywords the same way and now builds too."""
+    kwargs = _construct("memformer", "memformer.memformer", "Memformer")
+    assert {"enc_depth", "dec_depth", "enc_num_tokens", "dec_num_tokens"} <= set(kwargs), kwargs
+    got = mine(_manifest_resolver("memformer"), "memformer.memformer", "Memformer")
+    run_alone(got["code"])
+
+    kwargs = _construct("performer-pytorch", "performer_pytorch.performer_enc_dec", "PerformerEncDec")
+    assert {"enc_num_tokens", "enc_depth", "dec_num_tokens", "dec_depth"} <= set(kwargs), kwargs
+
+
+def test_a_guessed_string_quoted_in_a_list_of_choices_takes_a_listed_one():
+    """darts' N-HiTS ``_Block(activation: str, ...)`` passes the name to a helper that raises
+    ``ValueError: 'relu' is not in ['ReLU', 'RReLU', ...]``; the raising line names no
+    parameter, so the listed choices were never tried (``constructor_failed``). The parameter
+    holding the quoted string is blamed and gets a listed name."""
+    kwargs = _construct("darts", "darts.models.forecasting.nhits", "_Block")
+    assert kwargs["activation"] in ("ReLU", "RReLU", "PReLU", "ELU", "Softplus", "Tanh", "SELU", "LeakyReLU",
+                                    "Sigmoid", "GELU"), kwargs
