@@ -684,3 +684,27 @@ def test_a_guessed_string_quoted_in_a_list_of_choices_takes_a_listed_one():
     kwargs = _construct("darts", "darts.models.forecasting.nhits", "_Block")
     assert kwargs["activation"] in ("ReLU", "RReLU", "PReLU", "ELU", "Softplus", "Tanh", "SELU", "LeakyReLU",
                                     "Sigmoid", "GELU"), kwargs
+
+
+def test_literal_annotations_give_their_values_and_int_annotations_numbers():
+    """darts' TimesFM ``_Transformer(config: _TransformerConfig)`` takes a dataclass whose
+    fields are typed ``attention_norm: Literal["rms"]``, ``ff_activation: Literal["relu",
+    "swish", "none"]``, ``model_dims: int``. The fields' names made layer classes and lists the
+    guesses (``Layer norm: <class '...LayerNorm'> not supported``, then an attribute namespace
+    that ran out of tries: ``constructor_failed``); the annotations now decide: the literal
+    values, and a number for ``int``."""
+    import inspect
+
+    from curate.mine.codegen import exec_safe
+    from curate.mine.guess import guess, literal_values
+    from curate.problem import exec_source
+
+    closure = _manifest_resolver("darts").closure("darts.models.components.timesfm2p5_submodels", "_Transformer")
+    ns = exec_source(exec_safe(closure.source), "darts_timesfm")
+    params = inspect.signature(ns["_TransformerConfig"]).parameters
+    assert literal_values(params["qk_norm"].annotation) == ["rms", "none"]
+    first = {n: guess(n, p, ns["_TransformerConfig"], ns)[0] for n, p in params.items()}
+    assert first["attention_norm"] == first["feedforward_norm"] == "rms" and first["ff_activation"] == "relu"
+    assert first["model_dims"] == first["hidden_dims"] == 64, first
+    got = mine(_manifest_resolver("darts"), "darts.models.components.timesfm2p5_submodels", "_Transformer")
+    run_alone(got["code"])
