@@ -708,3 +708,14 @@ def test_literal_annotations_give_their_values_and_int_annotations_numbers():
     assert first["model_dims"] == first["hidden_dims"] == 64, first
     got = mine(_manifest_resolver("darts"), "darts.models.components.timesfm2p5_submodels", "_Transformer")
     run_alone(got["code"])
+
+
+def test_a_size_torch_wants_as_a_tuple_and_an_axis_guessed_as_a_width_are_repaired():
+    """torch's ``Unflatten(dim, unflattened_size)``: ``unflattened_size must be a tuple of
+    ints, but found type int`` now asks for a list (only ``must be tuple of ints`` did), and
+    the forward's ``Dimension out of range (... but got 64)`` moves the ``dim`` that holds 64
+    to an axis every input has (it was ``constructor_failed``)."""
+    got = mine(_manifest_resolver("torch"), "torch.nn.modules.flatten", "Unflatten")
+    init = got["code"][got["code"].index("def get_init_inputs"):]
+    assert re.search(r"return \[(1|-1), \[\d+, \d+", init), init
+    run_alone(got["code"])

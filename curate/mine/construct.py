@@ -299,7 +299,7 @@ class ConstructorSearch:
         if "must be a mapping" in msg:  # a parameter unpacked with ** into a layer: its keyword arguments
             out += [{**kwargs, n: {}} for n in blamed if n in kwargs]
         wants_list = re.search(r"'(int|float)' object is not (subscriptable|iterable)|object of type '(int|float)' "
-                               r"has no len\(\)|must be tuple of ints|not iterable", msg)
+                               r"has no len\(\)|must be (?:a )?(?:tuple|list) of ints|not iterable", msg)
         if wants_list:  # ``config.attention_window[layer_id]``: the configuration holds one value per layer
             for n, attr in re.findall(r"\b(\w+)\.(\w+)\s*(?:\[|\)|$)", line):
                 v = kwargs.get(n)
@@ -677,6 +677,10 @@ class ConstructorSearch:
                       if isinstance(v, (list, tuple)) and 0 < len(v) < n and int_list(v)}
             if longer:
                 new.append({**kwargs, **longer})
+        m = re.search(r"Dimension out of range \(expected to be in range of \[-?\d+, -?\d+\], but got (-?\d+)\)", msg)
+        if m:  # an axis guessed as a width (``Unflatten(dim=64, ...)``): the axes every input has
+            new += [{**kwargs, n: axis} for n, v in kwargs.items() for axis in (1, -1)
+                    if is_int(v) and v == int(m.group(1)) and re.search(r"(^|_)(dim|axis)$", n)]
         for n in self._blamed(kwargs, msg, line):
             p = dict(self.params)[n]
             new += _called_layers(kwargs, n, msg, line)
