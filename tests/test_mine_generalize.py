@@ -676,4 +676,99 @@ def test_a_convolution_over_the_inputs_last_axis_gets_it_sized_to_its_channels()
     got = mine(_manifest_resolver("torch-spatiotemporal"), "tsl.nn.blocks.encoders.tcn", "TemporalConvNet")
     (x,) = got["input_spec"]
     assert len(x["shape"]) == 4 and x["shape"][-1] == 128, x
+def test_a_module_read_by_a_computed_name_holds_the_classes_its_strings_name():
+    """litgpt's configuration picks its MLP class by name, ``getattr(litgpt.adapter_v2,
+    self.mlp_class_name)``, its field typed ``Literal["GptNeoxMLP", "LLaMAMLP", ...]``. The
+    namespace standing for the module held only what is read through it by name (it was
+    ``constructor_failed: 'types.SimpleNamespace' object has no attribute 'GptNeoxMLP'``); it
+    now gains the module's classes the copied code names in strings, bound at the end of the
+    problem, since those classes derive from ``litgpt.model``'s, read through a namespace."""
+    from curate.problem import exec_source
+
+    closure = _manifest_resolver("litgpt").closure("litgpt.adapter_v2", "GPT")
+    late = re.findall(r"^adapter_v2\.(\w+) = \w+$", closure.source, re.M)
+    assert {"GptNeoxMLP", "LLaMAMLP"} <= set(late), late
+    ns = exec_source(closure.source, "litgpt_adapter_gpt")
+    own, base = ns["adapter_v2"].LLaMAMLP, ns["model"].LLaMAMLP  # the adapter's class, derived from the model's
+    assert own is not base and issubclass(own, base)
+    got = mine(_manifest_resolver("litgpt"), "litgpt.adapter_v2", "GPT")
+    run_alone(got["code"])
+
+
+def _construct(source: str, module: str, cls: str) -> dict:
+    """The constructor search's first arguments that build ``cls`` of the manifest source's
+    ``module`` (its closure exec'd as the synthesizer does), or an AssertionError."""
+    from curate.mine.codegen import exec_safe
+    from curate.mine.construct import ConstructorSearch
+    from curate.mine.synthesize import problem_imports
+    from curate.problem import exec_source
+
+    closure = _manifest_resolver(source).closure(module, cls)
+    with problem_imports(closure.source):
+        ns = exec_source(exec_safe(closure.source), "curate_mined")
+        search = ConstructorSearch(ns[cls], ns)
+        got = search.next(time.monotonic() + 60)
+    assert got is not None, search.last
+    return got[1]
+
+
+def test_keywords_a_constructor_splits_by_prefix_are_given_under_it():
+    """memformer's ``Memformer(dim, num_memory_slots, **kwargs)`` splits its keywords with
+    ``group_by_key_prefix_and_trim('enc_', kwargs)`` and builds ``Encoder(dim=dim,
+    **enc_kwargs)`` and a ``TransformerWrapper(**enc_transformer_kwargs)`` whose ``num_tokens``
+    defaults to None. The missing ``depth`` and the None ``num_tokens`` are given as
+    ``enc_depth``/``dec_depth`` and ``enc_num_tokens`` (it was ``constructor_failed:
+    Encoder.__init__() missing 1 required positional argument: 'depth'``); performer-pytorch's
+    ``PerformerEncDec`` splits its keywords the same way and now builds too."""
+    kwargs = _construct("memformer", "memformer.memformer", "Memformer")
+    assert {"enc_depth", "dec_depth", "enc_num_tokens", "dec_num_tokens"} <= set(kwargs), kwargs
+    got = mine(_manifest_resolver("memformer"), "memformer.memformer", "Memformer")
+    run_alone(got["code"])
+
+    kwargs = _construct("performer-pytorch", "performer_pytorch.performer_enc_dec", "PerformerEncDec")
+    assert {"enc_num_tokens", "enc_depth", "dec_num_tokens", "dec_depth"} <= set(kwargs), kwargs
+
+
+def test_a_guessed_string_quoted_in_a_list_of_choices_takes_a_listed_one():
+    """darts' N-HiTS ``_Block(activation: str, ...)`` passes the name to a helper that raises
+    ``ValueError: 'relu' is not in ['ReLU', 'RReLU', ...]``; the raising line names no
+    parameter, so the listed choices were never tried (``constructor_failed``). The parameter
+    holding the quoted string is blamed and gets a listed name."""
+    kwargs = _construct("darts", "darts.models.forecasting.nhits", "_Block")
+    assert kwargs["activation"] in ("ReLU", "RReLU", "PReLU", "ELU", "Softplus", "Tanh", "SELU", "LeakyReLU",
+                                    "Sigmoid", "GELU"), kwargs
+
+
+def test_literal_annotations_give_their_values_and_int_annotations_numbers():
+    """darts' TimesFM ``_Transformer(config: _TransformerConfig)`` takes a dataclass whose
+    fields are typed ``attention_norm: Literal["rms"]``, ``ff_activation: Literal["relu",
+    "swish", "none"]``, ``model_dims: int``. The fields' names made layer classes and lists the
+    guesses (``Layer norm: <class '...LayerNorm'> not supported``, then an attribute namespace
+    that ran out of tries: ``constructor_failed``); the annotations now decide: the literal
+    values, and a number for ``int``."""
+    import inspect
+
+    from curate.mine.codegen import exec_safe
+    from curate.mine.guess import guess, literal_values
+    from curate.problem import exec_source
+
+    closure = _manifest_resolver("darts").closure("darts.models.components.timesfm2p5_submodels", "_Transformer")
+    ns = exec_source(exec_safe(closure.source), "darts_timesfm")
+    params = inspect.signature(ns["_TransformerConfig"]).parameters
+    assert literal_values(params["qk_norm"].annotation) == ["rms", "none"]
+    first = {n: guess(n, p, ns["_TransformerConfig"], ns)[0] for n, p in params.items()}
+    assert first["attention_norm"] == first["feedforward_norm"] == "rms" and first["ff_activation"] == "relu"
+    assert first["model_dims"] == first["hidden_dims"] == 64, first
+    got = mine(_manifest_resolver("darts"), "darts.models.components.timesfm2p5_submodels", "_Transformer")
+    run_alone(got["code"])
+
+
+def test_a_size_torch_wants_as_a_tuple_and_an_axis_guessed_as_a_width_are_repaired():
+    """torch's ``Unflatten(dim, unflattened_size)``: ``unflattened_size must be a tuple of
+    ints, but found type int`` now asks for a list (only ``must be tuple of ints`` did), and
+    the forward's ``Dimension out of range (... but got 64)`` moves the ``dim`` that holds 64
+    to an axis every input has (it was ``constructor_failed``)."""
+    got = mine(_manifest_resolver("torch"), "torch.nn.modules.flatten", "Unflatten")
+    init = got["code"][got["code"].index("def get_init_inputs"):]
+    assert re.search(r"return \[(1|-1), \[\d+, \d+", init), init
     run_alone(got["code"])

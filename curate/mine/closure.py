@@ -40,7 +40,15 @@ from curate.mine.closure_emit import _Emission, _State, _dep_node, _order_after
 from curate.mine.closure_lookup import _Lookup
 from curate.mine.closure_rename import rename_globals
 from curate.mine.closure_rules import _LibraryRules
-from curate.mine.closure_source import _MESSAGE_PASSING, _attr_chains, _capitalized, _global_reads, _import_nodes
+from curate.mine.closure_source import (
+    _MESSAGE_PASSING,
+    _attr_chains,
+    _capitalized,
+    _dynamic_getattrs,
+    _global_reads,
+    _import_nodes,
+    _name_strings,
+)
 from curate.mine.closure_types import (
     _BUILTINS,
     _IMPORTS,
@@ -111,8 +119,47 @@ class Resolver(_Lookup, _LibraryRules, _Emission):
         for where, name in self._init_annotated(module, class_name) + self._attribute_providers(module, class_name):
             self._try_copy(where, name, st, class_name)
         self._auto_submodels(st, class_name)
+        self._dynamic_attrs(st, class_name)
         return self._emit(st, class_name)
 
+    #: most definitions a namespace read by a computed name gains (each one is a class copied)
+    MAX_DYNAMIC_ATTRS = 8
+
+    def _dynamic_attrs(self, st: _State, via: str) -> None:
+        """``getattr(litgpt.model, self.mlp_class_name)`` (litgpt's configuration picks its
+        MLP class by name): the namespace standing for the module holds only what is read
+        through it by name, so the computed read finds nothing. It gains the module's
+        definitions that a copied statement names in a string (``mlp_class_name:
+        Literal["GptNeoxMLP", "LLaMAMLP"] = "GptNeoxMLP"``), at most
+        :attr:`MAX_DYNAMIC_ATTRS` of them, each where it can be copied. They are bound at the
+        end of the problem (``model.LLaMAMLP = LLaMAMLP``): such a class may itself derive
+        from a class read through the namespace (litgpt's LoRA ``LLaMAMLP`` from
+        ``litgpt.model.LLaMAMLP``), which a namespace built after it could not give."""
+        if not st.dynamic:
+            return
+        strings: set[str] = set()
+        for mod, chosen in st.stmts.items():
+            idx = self.indexes.get(mod)
+            if idx is not None:
+                for i in chosen:
+                    strings |= _name_strings(idx.stmts[i].code)
+        for ent in sorted(st.dynamic):
+            idx = self.load(ent[1])
+            if idx is None:
+                continue
+            named = sorted(n for n in strings & self._defines(ent[1], idx)
+                           if n not in st.namespaces[ent] and (ent, n) not in st.late)
+            for name in named[:self.MAX_DYNAMIC_ATTRS]:
+                trial = st.copy()
+                try:
+                    got = self.locate(ent[1], name)
+                    if got is None or got[0] in _IMPORTS or got[0] in ("<module>", "<missing>"):
+                        continue
+                    self._materialize(got, name, trial, via)
+                except (ClosureError, RecursionError):
+                    continue
+                trial.late[(ent, name)] = got
+                st.__dict__.update(trial.__dict__)
 
     def _try_copy(self, module: str, name: str, st: _State, via: str, complete: bool = False) -> None:
         """Copy what ``name`` denotes in ``module`` too, when it can be copied (on a trial
@@ -219,6 +266,11 @@ class Resolver(_Lookup, _LibraryRules, _Emission):
             if exact and any(refs.get(r, ("",))[0] == "<module>" for r in reads):
                 for chain in sorted(_attr_chains(stmt.code)):
                     self._need_attr(module, chain, st, via=name0)
+                if "getattr(" in stmt.code:
+                    for chain in sorted(_dynamic_getattrs(stmt.code)):
+                        ent = self._need_attr(module, chain, st, via=name0)
+                        if ent is not None and ent[0] == "<module>":
+                            st.dynamic.add(ent)
             if stmt.kind == "class" and _MESSAGE_PASSING.search(stmt.code):
                 for used in sorted(_capitalized(stmt.code) - reads):
                     if self._typing_name(module, used):
@@ -411,14 +463,16 @@ class Resolver(_Lookup, _LibraryRules, _Emission):
         self._materialize(ent, used, st, via)
         _order_after(module, ent, st)
 
-    def _need_attr(self, module: str, chain: tuple[str, ...], st: _State, via: str) -> None:
+    def _need_attr(self, module: str, chain: tuple[str, ...], st: _State, via: str) -> Entity | None:
         """``root.a.b`` where ``root`` aliases a module of the source: copy what the chain
-        reaches, binding each module on the way to a namespace (``packaging.version.parse``)."""
+        reaches, binding each module on the way to a namespace (``packaging.version.parse``).
+        Returns what the chain denotes, None where it leaves the modules of the source."""
         ent = st.refs.get(module, {}).get(chain[0])
         for attr in chain[1:]:
             if ent is None or ent[0] != "<module>":
-                return
+                return None
             ent = self._namespace_attr(ent, attr, st, via)
+        return ent
 
     def _namespace_attr(self, ent: Entity, attr: str, st: _State, via: str) -> Entity | None:
         """Put ``attr`` of the module namespace ``ent`` into the closure; what it denotes, or

@@ -71,6 +71,8 @@ class _Emission:
                     code = re.sub(rf"^([ \t]*){re.escape(name)} = {ref}[ \t]*$", r"\1pass", code, flags=re.M)
                     code = code.replace(ref, name)
                 parts += ["", "", code]
+        if st.late:  # read by a computed name when a layer is built, not when the file runs
+            parts += [""] + [f"{st.names[ns]}.{attr} = {st.names[ent]}" for (ns, attr), ent in sorted(st.late.items())]
         files = [m for m in order if not m.startswith((_SHIM, _NS, _MISSING))]
         return Closure("\n".join(parts).rstrip() + "\n", class_name, files, sorted(st.unresolved))
 
@@ -90,6 +92,8 @@ class _State:
     missing: dict = field(default_factory=dict)  # emitted name -> placeholder line
     refmarks: dict = field(default_factory=dict)  # placeholder -> entity, filled in after renaming
     failed: set = field(default_factory=set)  # entities a nested import could not copy
+    dynamic: set = field(default_factory=set)  # module namespaces read by ``getattr(ns, name)``
+    late: dict = field(default_factory=dict)  # (namespace entity, attr) -> entity bound after all else
     chars: int = 0  # characters of source statements copied so far
 
     def copy(self) -> "_State":

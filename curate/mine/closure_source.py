@@ -79,6 +79,39 @@ def _attr_chains(code: str) -> frozenset[tuple[str, ...]]:
 
 
 @lru_cache(maxsize=16384)
+def _dynamic_getattrs(code: str) -> frozenset[tuple[str, ...]]:
+    """Dotted chains a statement reads an attribute of by a computed name
+    (``getattr(litgpt.model, self.mlp_class_name)``): the first argument of each ``getattr``
+    whose second is not a string constant."""
+    found = set()
+    try:
+        for n in ast.walk(ast.parse(code)):
+            if not (isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id == "getattr"
+                    and len(n.args) >= 2 and not isinstance(n.args[1], ast.Constant)):
+                continue
+            chain, node = [], n.args[0]
+            while isinstance(node, ast.Attribute):
+                chain.append(node.attr)
+                node = node.value
+            if isinstance(node, ast.Name):
+                found.add((node.id, *reversed(chain)))
+    except SyntaxError:
+        pass
+    return frozenset(found)
+
+
+#: string constants that could name a definition (``"LLaMAMLP"``)
+_NAME_STRINGS = re.compile(r"""(?<![\w])['"]([A-Za-z_]\w*)['"]""")
+
+
+@lru_cache(maxsize=16384)
+def _name_strings(code: str) -> frozenset[str]:
+    """Identifier-like string constants of a statement (a regex: a match inside a comment
+    only costs a lookup)."""
+    return frozenset(_NAME_STRINGS.findall(code))
+
+
+@lru_cache(maxsize=16384)
 def _import_nodes(code: str) -> tuple[ast.Import | ast.ImportFrom, ...]:
     """The import statements anywhere in a top-level statement (read only: the nodes are
     shared between calls). Cached: the same statements (a library's base classes, its

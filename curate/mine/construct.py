@@ -218,6 +218,10 @@ class ConstructorSearch:
                   and re.search(rf"<(?:class|function) '[\w.]*\b{re.escape(v.code.rsplit('.', 1)[-1])}'>", msg)]
         for attr in re.findall(r"self\.(\w+)", line):
             names += [n for n in self.attr_params.get(attr, ()) if n not in names]
+        # a string guessed, quoted in the message (``'relu' is not in ['ReLU', 'ELU', ...]``, raised
+        # by a helper the value was passed to, whose line names no parameter)
+        names += [n for n, v in kwargs.items() if isinstance(v, str) and v and n not in names
+                  and re.search(rf"(['\"]){re.escape(v)}\1", msg)]
         return [n for n in names if n in kwargs] + [n for n in names if n not in kwargs]
 
     def _smaller(self, kwargs: dict[str, Any]) -> dict[str, Any] | None:
@@ -275,6 +279,18 @@ class ConstructorSearch:
             # a dict parameter unpacked into a layer (``Encoder(**ddconfig)``) needs more keys
             out += [{**kwargs, n: {**v, **extra}} for n, v in kwargs.items()
                     if isinstance(v, dict) and re.search(rf"\*\*\s*{re.escape(n)}\b", line)]
+            if self.var_kw:  # ``Encoder(dim=dim, **enc_kwargs)``: keys prefixed ``enc_`` of **kwargs
+                out += [{**kwargs, **{p + n: v for n, v in extra.items()}} for p in _kwarg_prefixes(line, self._source())]
+        if self.var_kw and re.search(r"NoneType", msg):
+            # a keyword a layer built from **kwargs takes with a None default (x-transformers'
+            # ``TransformerWrapper(num_tokens=None)``, given ``**enc_transformer_kwargs``): each
+            # name the line passes that is no parameter here, plain and under each prefix
+            given = [n for n in dict.fromkeys(re.findall(r"[(,]\s*([a-z]\w*)\s*(?=[,)])", line))
+                     if n not in dict(self.params) and n != "self"]
+            prefixes = [""] + _kwarg_prefixes(" ".join(re.findall(r"\*\*\s*\w+", self._source())), self._source())
+            extra = {p + n: self._key_value(n) for n in given for p in prefixes if p + n not in kwargs}
+            if extra:
+                out.append({**kwargs, **extra})
         blamed = self._blamed(kwargs, msg, line)
         out += self._typed_repairs(kwargs, msg, line, blamed)
         choices = _listed_choices(msg)
@@ -283,7 +299,7 @@ class ConstructorSearch:
         if "must be a mapping" in msg:  # a parameter unpacked with ** into a layer: its keyword arguments
             out += [{**kwargs, n: {}} for n in blamed if n in kwargs]
         wants_list = re.search(r"'(int|float)' object is not (subscriptable|iterable)|object of type '(int|float)' "
-                               r"has no len\(\)|must be tuple of ints|not iterable", msg)
+                               r"has no len\(\)|must be (?:a )?(?:tuple|list) of ints|not iterable", msg)
         if wants_list:  # ``config.attention_window[layer_id]``: the configuration holds one value per layer
             for n, attr in re.findall(r"\b(\w+)\.(\w+)\s*(?:\[|\)|$)", line):
                 v = kwargs.get(n)
@@ -661,6 +677,10 @@ class ConstructorSearch:
                       if isinstance(v, (list, tuple)) and 0 < len(v) < n and int_list(v)}
             if longer:
                 new.append({**kwargs, **longer})
+        m = re.search(r"Dimension out of range \(expected to be in range of \[-?\d+, -?\d+\], but got (-?\d+)\)", msg)
+        if m:  # an axis guessed as a width (``Unflatten(dim=64, ...)``): the axes every input has
+            new += [{**kwargs, n: axis} for n, v in kwargs.items() for axis in (1, -1)
+                    if is_int(v) and v == int(m.group(1)) and re.search(r"(^|_)(dim|axis)$", n)]
         for n in self._blamed(kwargs, msg, line):
             p = dict(self.params)[n]
             new += _called_layers(kwargs, n, msg, line)
@@ -670,6 +690,16 @@ class ConstructorSearch:
                 new += [{**kwargs, n: alt} for alt in self._choices(n, kwargs[n])[:4]]
         self.queue[:0] = new
         return len(new)
+
+
+def _kwarg_prefixes(line: str, source: str) -> list[str]:
+    """Prefixes of a ``**kwargs`` constructor's keywords that the failing line passes on to a
+    layer: ``Encoder(dim=dim, **enc_kwargs)`` where the file splits the keywords by the
+    prefix ``"enc_"`` (lucidrains' ``group_by_key_prefix_and_trim('enc_', kwargs)``, which
+    memformer and performer-pytorch's encoder-decoders call). Only prefixes the file writes
+    as a string."""
+    return [p for p in dict.fromkeys(m + "_" for m in re.findall(r"\*\*\s*([a-z]\w*?)_kwargs\b", line))
+            if re.search(rf"""['"]{re.escape(p)}['"]""", source)]
 
 
 _LAYER_CALL_MISMATCH = re.compile(r"\b(Linear|Conv[123]d|Identity)\.forward\(\) (got an unexpected keyword "

@@ -21,6 +21,7 @@ Only torch and the standard library are imported (this runs in sandbox workers).
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import inspect
 import re
@@ -288,9 +289,30 @@ def _str_annotation(ann_l: str) -> bool:
     return ann_l in ("str", "optional[str]", "str | none", "typing.optional[str]")
 
 
+def literal_values(ann: Any) -> list[Any]:
+    """The values a ``Literal[...]`` annotation allows (``Literal["rms", "none"]``, also as a
+    string under ``from __future__ import annotations`` and inside ``Optional[...]``), in
+    order; [] for any other annotation."""
+    if isinstance(ann, str):
+        m = re.search(r"\bLiteral\[(.*?)\]", ann)
+        if not m:
+            return []
+        try:
+            got = ast.literal_eval(f"({m.group(1)},)")
+        except (ValueError, SyntaxError):
+            return []
+        return [v for v in got if isinstance(v, (str, int, float, bool))]
+    if typing.get_origin(ann) is typing.Literal:
+        return list(typing.get_args(ann))
+    return [v for a in typing.get_args(ann) for v in literal_values(a)]
+
+
 def guess(name: str, param: inspect.Parameter, cls: type, ns: dict[str, Any]) -> list[Any]:
     """Guesses for constructor parameter ``name`` of ``cls``, best first."""
     low = name.lower()
+    literal = literal_values(param.annotation)
+    if literal:  # ``norm: Literal["rms"]``: the values allowed, not a layer its name suggests
+        return literal
     ann = _annotation_text(param)
     config = _config_for(name, ann, ns, cls)
     if config is not None:
@@ -334,7 +356,7 @@ def guess(name: str, param: inspect.Parameter, cls: type, ns: dict[str, Any]) ->
         return [1.0, 0.5]
     if re.fullmatch(r"spatial_dims?|n_?dims?|ndims?|num_dims|dimensions|n_spatial_dims|conv_dims?|dim_spatial", low):
         return [2, 3, 1]  # a count of spatial dimensions (monai's spatial_dims): 2-D first
-    if re.search(_SHAPE_RE, low) or re.search(r"(tuple|list|sequence|iterable)\[", ann_l):
+    if (re.search(_SHAPE_RE, low) and ann_l != "int") or re.search(r"(tuple|list|sequence|iterable)\[", ann_l):
         if re.search(r"hidden_sizes|channels_list|widths|features_list|dims$", low):
             return [[C, C], [C, 2 * C, 4 * C, 8 * C], C]
         return [[C], (C, HW, HW), [HW, HW], C]
