@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import math
 import time
-from contextlib import nullcontext
 from typing import Any
 
 import torch
 
 from curate.diversify.shapes import apply_family, odd_size
+from curate.measure.gpu_lock import held
 from curate.measure.timing import L2Flush, summarize, time_cpu, time_cuda, warm_up
 from curate.problem import build_inputs, load_problem
 
@@ -46,10 +46,6 @@ def set_gpu_lock(lock: Any) -> None:
     _LOCK = lock
 
 
-def _held(mode: str):
-    return getattr(_LOCK, mode)() if _LOCK is not None else nullcontext()
-
-
 def _short(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"[:300]
 
@@ -59,7 +55,7 @@ def _time_spec(ns: dict, init: list, spec: list[dict], dev: torch.device, models
     """Median eager ms and peak MiB (above what was allocated before) of one forward."""
     key = repr(init)
     cuda = dev.type == "cuda"
-    with _held("shared"):
+    with held(_LOCK, "shared"):
         if key not in models:
             models.clear()
             torch.manual_seed(0)
@@ -78,7 +74,7 @@ def _time_spec(ns: dict, init: list, spec: list[dict], dev: torch.device, models
     def fn():
         return model(*xs)
 
-    with torch.no_grad(), _held("exclusive"):  # the probe alone on the GPU
+    with torch.no_grad(), held(_LOCK, "exclusive"):  # the probe alone on the GPU
         warm_up(fn, warmup, dev)
         times = time_cuda(fn, trials, flush, dev) if cuda else time_cpu(fn, trials)
     peak = (torch.cuda.max_memory_allocated(dev) - base) / 2**20 if cuda else None

@@ -41,13 +41,13 @@ from __future__ import annotations
 import gc
 import time
 import traceback
-from contextlib import nullcontext
 from typing import Any
 
 import torch
 
 from curate.conform import check as conformance_check
 from curate.measure import checks
+from curate.measure.gpu_lock import held
 from curate.measure.profile import library_share
 from curate.measure.timing import (L2Flush, plan_trials, summarize, synchronize, time_calls,
                                    time_cuda_graph)
@@ -170,7 +170,7 @@ def _exclusive():
 
 def _shared():
     """The GPU lock held shared around untimed GPU work (a no-op without a lock)."""
-    return _LOCK.shared() if _LOCK is not None else nullcontext()
+    return held(_LOCK, "shared")
 
 
 def locked_inductor(lock: Any):
@@ -434,7 +434,7 @@ def _run(res, state, flag, code, input_spec, init_args, dev, name, opts) -> None
 def _graph_time(res, key, fn, dev, opts, flush) -> None:
     t = time.perf_counter()
     try:
-        with (_LOCK.exclusive() if _LOCK is not None else nullcontext()):
+        with held(_LOCK, "exclusive"):
             times = time_cuda_graph(fn, plan_trials(None, opts["trials"], 0), flush, dev)
         res[key] = summarize(times)
         res["timed_ms"] += sum(times)

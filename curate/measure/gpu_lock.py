@@ -28,7 +28,7 @@ from __future__ import annotations
 import fcntl
 import os
 import time
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 from typing import Iterator
 
@@ -145,6 +145,12 @@ class GpuLock:
                 os.close(fd)
             except OSError:
                 pass
+
+
+def held(lock, mode: str):
+    """``lock.shared()`` or ``lock.exclusive()`` (``mode``), a no-op context when ``lock`` is
+    None (a worker alone on its GPU)."""
+    return getattr(lock, mode)() if lock is not None else nullcontext()
 
 
 class NoLock:

@@ -16,8 +16,9 @@ published ones). Two additions:
   spread is above ``spread_max`` the callable is timed once more and the steadier run kept
   (``retimed``). The spread, not ``cv``, decides: the median is what is reported, and one
   slow trial (a context switch) inflates ``cv`` without moving the median; ``cv`` above 0.1
-  re-timed 15% of callables on an H100 beside other workers, mostly for such single trials; and an optional CUDA-graph replay (:func:`time_cuda_graph`) times
-  launch-bound calls without their per-kernel launch cost.
+  re-timed 15% of callables on an H100 beside other workers, mostly for such single trials.
+  An optional CUDA-graph replay (:func:`time_cuda_graph`) times launch-bound calls without
+  their per-kernel launch cost.
 
 Clocks (``time.perf_counter``, ``torch.cuda.Event``, ``torch.cuda.synchronize``) are bound
 when this module is imported, before any untrusted code runs: a candidate kernel that
@@ -206,7 +207,7 @@ def time_calls(fn: Callable[[], object], device: str | torch.device, trials: int
     """Warm up, plan the trial count from the budget, time; return :func:`summarize`'s dict
     plus ``est_ms`` (the warm-up estimate), ``early_stop`` (1.0 when the warm-up alone
     showed a call takes over ``2 * max_ms`` and no trials were run; the summary then holds
-    the warm-up estimate as its only time), ``retimed`` (1.0 when the first run's ``cv``
+    the warm-up estimate as its only time), ``retimed`` (1.0 when the first run's ``spread``
     exceeded ``spread_max`` and a second run was made; ``spread_first`` is then the first
     run's)
     and ``timed_ms_total`` (the sum of every timed trial, both runs).
