@@ -39,6 +39,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wai
 from multiprocessing import get_context
 from typing import Any, Callable, Iterator, Sequence
 
+from curate.cpus import cpu_count
 from curate.isolation import die_with_parent
 from curate.sandbox import Outcome, Sandbox
 
@@ -159,7 +160,7 @@ class LocalExecutor(Executor):
     kind = "local"
 
     def __init__(self, workers: int | None = None):
-        self.workers = max(1, workers or os.cpu_count() or 1)
+        self.workers = max(1, workers or cpu_count())
         self._pool: ProcessPoolExecutor | None = None
 
     def _new_pool(self, **init: Any) -> ProcessPoolExecutor:

@@ -58,6 +58,7 @@ import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
+from curate.cpus import cpu_count
 from curate.isolation import die_with_parent, limit_address_space
 
 #: Outcome statuses.
@@ -306,7 +307,7 @@ class Sandbox:
         if preload not in PRELOADS:
             raise ValueError(f"unknown preload {preload!r}: use one of {', '.join(PRELOADS)}")
         self.preload = preload
-        self.workers = max(1, workers or os.cpu_count() or 1)
+        self.workers = max(1, workers or cpu_count())
         self.timeout_s = timeout_s
         self.mem_mb = mem_mb
         self.quiet = quiet

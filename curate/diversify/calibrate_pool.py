@@ -19,6 +19,8 @@ import tempfile
 import threading
 from typing import Any, Iterator
 
+from curate.cpus import cpu_count
+
 #: Share of the GPU's memory the calibrate workers of one GPU may hold between them (each gets
 #: an equal part; a shape past its part is shrunk like one past the memory budget).
 CALIBRATE_MEM_SHARE = 0.85
@@ -26,7 +28,7 @@ CALIBRATE_MEM_SHARE = 0.85
 
 def default_calibrate_workers(cores: int | None = None) -> int:
     """Calibrate workers on one GPU by default: 4 on a host with at least 8 cores, else 1."""
-    return 4 if (cores or os.cpu_count() or 1) >= 8 else 1
+    return 4 if (cores or cpu_count()) >= 8 else 1
 
 
 def calibrate_many(todo: list[tuple[Any, Any, dict]], device: str, timeout_s: float,

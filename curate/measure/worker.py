@@ -38,6 +38,7 @@ import threading
 import time
 from typing import Any, Iterable, Iterator
 
+from curate.cpus import cpu_count, usable_cpus
 from curate.isolation import die_with_parent, limit_address_space
 from curate.sandbox import death_reason, kill_tree
 from curate.measure.torch_state import restore_torch_globals, torch_globals
@@ -388,7 +389,7 @@ def gpu_slots(workers: int | None = None) -> list[dict[str, str]]:
 def default_compile_workers(gpus: int, cores: int | None = None) -> int:
     """Compile-ahead workers per GPU by default: the cores left after one for the stage's
     own process and two per measure worker, at most 8 per GPU; 0 on small machines."""
-    cores = cores or os.cpu_count() or 1
+    cores = cores or cpu_count()
     spare = cores - 1 - 2 * gpus
     return max(0, min(8, spare // max(1, gpus))) if spare >= 2 else 0
 
@@ -504,15 +505,17 @@ class WorkerPool:
         if inductor_cache:
             extra_env = {"TORCHINDUCTOR_CACHE_DIR": str(inductor_cache),
                          "TRITON_CACHE_DIR": os.path.join(str(inductor_cache), "triton")}
-        cores = os.cpu_count() or 1
+        # the cores this process may use (taskset, cgroups), so runs side by side stay apart
+        avail = usable_cpus()
+        cores = len(avail)
         pin = pin_cpus and cores >= 8 and 2 * len(envs) < cores
-        rest = list(range(2 * len(envs), cores)) if pin else None
+        rest = avail[2 * len(envs):] if pin else None
         # several workers per GPU compile on every core; two cores per GPU are kept for
         # whichever of them holds its GPU's lock to time (curate.measure.gpu_lock)
         gpus = sorted(per_gpu)
         reserve = pin_cpus and shared_gpus and cores >= 8 and 2 * len(gpus) + len(envs) <= cores
-        timing_cpus = {k: [2 * n, 2 * n + 1] for n, k in enumerate(gpus)} if reserve else {}
-        compile_cpus = list(range(2 * len(gpus), cores)) if reserve else None
+        timing_cpus = {k: avail[2 * n:2 * n + 2] for n, k in enumerate(gpus)} if reserve else {}
+        compile_cpus = avail[2 * len(gpus):] if reserve else None
         self.envs = [dict(e) for e in envs]
         #: whether several measure workers share a GPU (see :meth:`map_memory_alone`)
         self.shares_gpus = shared_gpus
@@ -538,7 +541,7 @@ class WorkerPool:
             self.workers.append(PersistentWorker(
                 device, env, quiet, mem_mb=mem_mb, lock_path=lock,
                 gpu_mem_fraction=share if cuda else None,
-                cpus=[2 * g, 2 * g + 1] if pin else (compile_cpus if sharing > 1 else None),
+                cpus=avail[2 * g:2 * g + 2] if pin else (compile_cpus if sharing > 1 else None),
                 warm_inductor=warm_inductor, threads=threads))
             self.compilers.append([PersistentWorker(
                 device, env, quiet, mem_mb=mem_mb, role="compile", lock_path=lock,

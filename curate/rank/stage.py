@@ -12,6 +12,7 @@ from typing import Any
 
 import polars as pl
 
+from curate.cpus import cpu_count
 from curate.rank.difficulty import DifficultyRule, bucket, difficulty, measured_score, static_score
 from curate.rank.difficulty import on_gpu as row_on_gpu
 from curate.rank.levels import structures
@@ -116,7 +117,7 @@ def run(sr: StageRun, solver: str, k: int, completions: Path | str | None, base_
     df = read_problems(sr.input)
     device = resolve_device(device)
     on_gpu = device.startswith("cuda")
-    workers = workers or (1 if on_gpu else (os.cpu_count() or 1))
+    workers = workers or (1 if on_gpu else cpu_count())
     rejections = Rejections("rank")
 
     valid: list[tuple[int, dict[str, Any], dict[str, Any]]] = []  # (row index, row, verify options)
@@ -151,7 +152,7 @@ def _rank(sr: StageRun, df: pl.DataFrame, the_solver: Solver | None, valid: list
     """The stage after its input is read and checked: structures, candidates, verification,
     difficulty; the sandboxed work goes to ``sr.remote`` (Ray) when the stage runs there."""
     to_rank = [] if the_solver is None else valid if max_problems is None else valid[: max(0, max_problems)]
-    shapes = structures([row for _, row, _ in valid], cache / "structure", workers=os.cpu_count(),
+    shapes = structures([row for _, row, _ in valid], cache / "structure", workers=cpu_count(),
                         timeout_s=min(timeout_s, 120.0), executor=sr.remote, progress=sr.progress)
     structure = {i: st for (i, _, _), st in zip(valid, shapes)}
 

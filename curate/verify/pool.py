@@ -31,6 +31,7 @@ import threading
 import time
 from typing import Any
 
+from curate.cpus import cpu_count
 from curate.sandbox import MEMORY, OK, Outcome, Sandbox, Worker
 from curate.verify.verifier import VerifyResult, _from_outcome
 
@@ -66,7 +67,7 @@ class VerifierPool:
                  max_calls: int = 500, slots: list[dict[str, str]] | None = None):
         self.slots = [dict(s) for s in (slots if slots is not None else device_slots(device))] or [{}]
         env = os.environ.get("CURATE_REWARD_WORKERS")
-        default = 8 * len(self.slots) if device.startswith("cuda") else min(8, os.cpu_count() or 1)
+        default = 8 * len(self.slots) if device.startswith("cuda") else min(8, cpu_count())
         self.workers = max(1, int(workers or (int(env) if env else default)))
         self.device = device
         self.mem_mb = mem_mb
@@ -152,7 +153,7 @@ class VerifierPool:
             sandbox = Sandbox(workers=1, timeout_s=600, mem_mb=self.mem_mb, preload="verify")
             from curate.verify.worker import serve
 
-            threads = max(1, (os.cpu_count() or 1) // self.workers)
+            threads = max(1, cpu_count() // self.workers)
             return sandbox.start_worker(serve, self.device, self.slots[slot], threads), set(), slot
         except BaseException:
             with self._cond:

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Pieces of the scale sample side by side, one per GPU, each confined to its GPU's share of the
+# host's cores (taskset), so each runs as it would alone on a one-GPU host with that many cores.
+# Run from the repository root on the GPU machine, carrying the polars wheels and the pieces.
+#
+#   bash benchmarks/gpu/scale_multi.sh LIMIT_S STATE PIECE.parquet...
+#
+# STATE: a folder holding, per piece, the folder the previous call returned (STATE/NAME, NAME the
+# piece's file name without .parquet); a piece without one starts from STATE itself (a shared
+# diversify journal, or an empty folder). Everything comes back in $OUT/pieces.tar (the device
+# tool returns at most 8 files): per piece NAME/ (scale_piece.py's --out) and NAME.json.
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+source benchmarks/gpu/env.sh
+OUT=${OUT:-out-gpu}
+limit=$1; state=$2; shift 2
+mkdir -p "$OUT/work"
+nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader | tee "$OUT/work/gpus.txt"
+gpus=$(nvidia-smi -L | wc -l)
+per=$(( $(nproc --all) / gpus ))
+g=0
+for piece in "$@"; do
+  name=$(basename "$piece" .parquet)
+  st="$state/$name"; [ -d "$st" ] || st="$state"
+  CUDA_VISIBLE_DEVICES=$g taskset -c $((g * per))-$((g * per + per - 1)) \
+    python3 benchmarks/gpu/scale_piece.py "$piece" --state "$st" --out "$OUT/work/$name" \
+    --limit-s "$limit" --run "/tmp/curate-scale-$name" >"$OUT/work/$name.json" 2>&1 &
+  g=$(( (g + 1) % gpus ))
+done
+wait
+tail -n 3 "$OUT"/work/*.json
+tar -C "$OUT/work" -cf "$OUT/pieces.tar" . && rm -rf "$OUT/work"
