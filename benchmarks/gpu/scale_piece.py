@@ -4,7 +4,8 @@ length, resumable from call to call (issue 21's 2,000-problem run).
     python3 benchmarks/gpu/scale_piece.py PIECE.parquet --out DIR --limit-s 540 \
         [--state PREVIOUS_OUT] [--device cuda]
 
-``PIECE.parquet`` is a dedup table (rows with ``code``). The run folder is rebuilt each call:
+``PIECE.parquet`` is a dedup table (rows with ``code``); it may be absent once ``--state``
+holds a finished diversify. The run folder is rebuilt each call:
 the piece as its ``dedup`` stage; a finished diversify from ``--state`` (its tables), else
 diversify's journal from there; measure's journal from there. Diversify (the default
 pipeline's options: 3 in-band shapes and a held-out one, band 0.5-10 ms, H100) and measure
@@ -85,7 +86,15 @@ def main(argv: list[str] | None = None) -> None:
     from curate.table import Rejections, write_stage
 
     shutil.rmtree(args.run, ignore_errors=True)
-    piece = pl.read_parquet(args.piece)
+    if args.piece.exists():
+        piece = pl.read_parquet(args.piece)
+    elif args.state is not None and (args.state / "diversify-kept.parquet").exists():
+        # diversify finished in an earlier call: measure reads its tables, so the piece need not
+        # travel again (a device call carries 64 MiB in all); an empty table of the same columns
+        # stands for it
+        piece = pl.read_parquet(args.state / "diversify-kept.parquet").head(0)
+    else:
+        raise SystemExit(f"error: {args.piece} not found, and no finished diversify in --state")
     write_stage(args.run, "dedup", piece, Rejections("dedup").frame(like=piece), piece.height, 0.0)
     _restore(args.state, args.run)
     args.out.mkdir(parents=True, exist_ok=True)
