@@ -9,8 +9,8 @@
 #
 # STATE: a folder holding, per piece, the folder the previous call returned (STATE/NAME, NAME the
 # piece's file name without .parquet); a piece without one starts from STATE itself (a shared
-# diversify journal, or an empty folder). Everything comes back in $OUT/pieces.tar (the device
-# tool returns at most 8 files): per piece NAME/ (scale_piece.py's --out) and NAME.json.
+# diversify journal, or an empty folder). Everything comes back in $OUT/pieces.tar.xz.* (parts
+# to join with cat; the device tool returns at most 8 files, each of limited size): per piece NAME/ (scale_piece.py's --out) and NAME.json.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source benchmarks/gpu/env.sh
@@ -42,4 +42,5 @@ for group in "$@"; do  # a group (A.parquet,B.parquet) runs in turn on one GPU
 done
 wait
 tail -n 3 "$OUT"/work/*.json
-tar -C "$OUT/work" -cf "$OUT/pieces.tar" . && rm -rf "$OUT/work"
+# files over a device call's size limit do not come back: compressed, in 7 MB parts
+tar -C "$OUT/work" -cf - . | xz -6 -T0 | split -b 7M - "$OUT/pieces.tar.xz." && rm -rf "$OUT/work"
