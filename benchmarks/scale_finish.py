@@ -1,13 +1,16 @@
 """Join the pieces of a large run measured on a GPU (``benchmarks/gpu/scale_piece.py``) into one
 run folder, then rank and export it here (issue 21's 2,000-problem run).
 
-    python benchmarks/scale_finish.py --out RUN --dedup SAMPLE.parquet PIECE_STATE [PIECE_STATE ...]
+    python benchmarks/scale_finish.py --out RUN --dedup SAMPLE.parquet PIECE_STATE [PIECE_STATE ...] \
+        [--gpu-seconds S --gpu NAME --note TEXT]
 
 Each ``PIECE_STATE`` is the folder a finished piece's last device call returned (its
 ``diversify-*`` and ``measure-*`` tables). ``SAMPLE.parquet`` is the dedup table the pieces were
 cut from. Writes ``RUN/dedup``, ``RUN/diversify`` and ``RUN/measure`` (kept and rejected rows of
 every piece, stats summed), then runs ``curate rank`` (solver none: difficulty from measure's GPU
-figures) and ``curate export`` on it.
+figures) and ``curate export`` on it. ``--gpu-seconds`` (GPU-seconds the pieces' device calls
+held, all GPUs counted) is written to ``RUN/device_time.json`` for the notebook's GPU-time
+figures: a stage's own seconds cover only the call that finished it.
 """
 
 from __future__ import annotations
@@ -48,8 +51,14 @@ def main() -> None:
     ap.add_argument("states", type=Path, nargs="+")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--dedup", type=Path, required=True)
+    ap.add_argument("--gpu-seconds", type=float, default=None)
+    ap.add_argument("--gpu", default=None, help="the GPU's name, e.g. 'NVIDIA H100 80GB HBM3'")
+    ap.add_argument("--note", default="", help="how the GPU-seconds were counted")
     args = ap.parse_args()
     print(json.dumps(join(args.out, args.dedup, args.states)))
+    if args.gpu_seconds is not None:
+        (args.out / "device_time.json").write_text(json.dumps(
+            {"gpu_seconds": args.gpu_seconds, "gpu": args.gpu, "note": args.note}, indent=1) + "\n")
     from curate.export import run as export
     from curate.rank import run as rank
 

@@ -126,7 +126,12 @@ _WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
 #: Reading events (path argument positions) refused outside the readable folders.
 _READ_EVENTS = {"open": (0,), "os.listdir": (0,), "os.scandir": (0,)}
 #: Device and process files any runtime reads (random bytes, its own status).
-_READABLE_FILES = (os.devnull, "/dev/urandom", "/dev/random", "/dev/shm", "/proc/self")
+#: Host paths a guarded task may read beside its folders: the random devices, its own /proc
+#: entries, and the kernel's boot id, which filelock (a torch dependency) reads when its
+#: process-identity module is first imported (without it a problem that takes a file lock, as
+#: torch's caches do, is refused at that import).
+_READABLE_FILES = (os.devnull, "/dev/urandom", "/dev/random", "/dev/shm", "/proc/self",
+                   "/proc/sys/kernel/random/boot_id")
 #: Environment variables a guarded task keeps (exact names, then prefixes): the ones that
 #: configure Python, torch and the math libraries, not the host's or its user's settings.
 ENV_KEPT = ("PATH", "HOME", "TMPDIR", "XDG_CACHE_HOME", "LANG", "LANGUAGE", "TZ", "LD_LIBRARY_PATH",

@@ -202,7 +202,9 @@ def _environment_and_own_files():
 
     with open("/proc/self/status") as f:
         status = f.readline()
-    return sorted(os.environ), len(inspect.getsource(torch.nn.Linear)), status.split(":")[0]
+    # filelock (torch's dependency) reads the boot id when its identity module is imported
+    boot = _read_host_file_quietly("/proc/sys/kernel/random/boot_id")
+    return sorted(os.environ), len(inspect.getsource(torch.nn.Linear)), status.split(":")[0], boot
 
 
 def test_guard_refuses_reading_host_files_and_hides_the_host_environment(tmp_path):
@@ -215,8 +217,9 @@ def test_guard_refuses_reading_host_files_and_hides_the_host_environment(tmp_pat
     assert secret.status == FILESYSTEM and str(host) in secret.error
     own = sb.run(_environment_and_own_files)
     assert own.status == OK, own.error
-    keys, source_chars, first = own.value
+    keys, source_chars, first, boot = own.value
     assert source_chars > 1000 and first == "Name"
+    assert boot == (-1 if not os.path.exists("/proc/sys/kernel/random/boot_id") else 37)
     from curate.sandbox import ENV_KEPT, ENV_KEPT_PREFIXES
 
     assert keys and all(k in ENV_KEPT or k.startswith(ENV_KEPT_PREFIXES) for k in keys), keys
