@@ -52,9 +52,10 @@ def test_notebook_runs_on_an_export(tmp_path, monkeypatch, stages):
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
               if o.output_type == "error"]
     assert not errors
-    # one figure each: stages/rejections, runtimes, difficulty, level/category
-    assert _images(nb) == 4
+    # one figure each: stages/rejections, runtimes, difficulty, level/category, sources
+    assert _images(nb) == 5
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs
                    if o.output_type == "stream")
     assert "class Model(" in text and "ModelNew" in text
+    assert " sources, " in text and " base problems, " in text
     assert str(out) in text
