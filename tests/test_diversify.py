@@ -340,3 +340,28 @@ def test_calibration_workers_share_a_lock_and_a_bad_problem_ends_only_itself():
         res = got[name]
         assert res["ok"], res
         assert res["mined"]["ms"] > 0 and res["shapes"][0]["ms"] > 0
+
+
+def test_a_shape_timed_in_band_but_past_the_memory_budget_says_so(monkeypatch):
+    """Calibration counts a shape over the memory budget as outside the band even when its time
+    is inside; the reject detail names the budget rather than listing in-band times alone."""
+    from curate.diversify import calibrate
+    from curate.diversify.shapes import apply_family, axes as find_axes, family
+    from curate.diversify.stage import _final_shapes
+
+    monkeypatch.setattr(calibrate, "_time_spec",
+                        lambda ns, init, spec, dev, models, trials, warmup: (2.0, 9000.0))  # ms, MiB
+    src, init, spec = PROBLEMS["gelu"]
+    code = assemble(src, spec, init)
+    fam = family("batch", [a for a in find_axes(spec) if a.name == "batch"])
+    sp, it = apply_family(spec, init, fam, 1.0)
+    held_spec, _ = apply_family(spec, init, fam, 1.0, odd=True)
+    shapes = [{"role": "primary", "family": fam, "s": 1.0, "spec": sp, "init": it, "want_ms": 2.0,
+               "est_ms": 2.0, "flops": 0, "bytes": 0, "peak_bytes": 0},
+              {"role": "heldout", "family": fam, "s": 1.0, "spec": held_spec, "init": it, "want_ms": None,
+               "est_ms": 2.0, "flops": 0, "bytes": 0, "peak_bytes": 0}]
+    res = calibrate.calibrate_problem(code, init, spec, shapes, (0.5, 10.0), 4096, device="cpu", max_probes=3)
+    assert res["ok"] and not res["shapes"][0]["in_band"]
+    kept, reason = _final_shapes({"shapes": shapes}, res, 1, (0.5, 10.0))
+    assert not kept and reason[0] == "out_of_band"
+    assert "2 ms (over the memory budget: 9000 MiB)" in reason[1], reason[1]

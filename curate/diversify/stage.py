@@ -244,6 +244,14 @@ def _calibrate(sr: StageRun, rows, parsed, plans, dev, band, mem_budget_mb, time
     return out
 
 
+def _timed_label(shape: dict, band: tuple[float, float]) -> str:
+    """A calibrated shape's time for a reject detail; one inside the band that calibration did not
+    count as in band went past the memory budget, and says so."""
+    ms = shape["ms"]
+    over = band[0] <= ms <= band[1] and not shape.get("in_band")
+    return f"{ms:.3g} ms" + (f" (over the memory budget: {shape.get('peak_mb') or 0:.0f} MiB)" if over else "")
+
+
 def _final_shapes(plan: dict, cal: dict | None, variants: int,
                   band: tuple[float, float]) -> tuple[list[dict], list[str] | None]:
     """The shapes to keep (in-band ones first, then the held-out one), or a reject reason."""
@@ -257,8 +265,7 @@ def _final_shapes(plan: dict, cal: dict | None, variants: int,
         inband = [s for s in shapes if s["role"] != "heldout" and s.get("in_band")]
         held = [s for s in shapes if s["role"] == "heldout" and s.get("ms") is not None]
         if not inband or inband[0]["role"] != "primary":
-            timed = [s["ms"] for s in shapes if s.get("ms") is not None]
-            return [], ["out_of_band", f"timed {', '.join(f'{t:.3g}' for t in timed) or 'nothing'} ms "
+            return [], ["out_of_band", f"timed {', '.join(_timed_label(s, band) for s in shapes if s.get('ms') is not None) or 'nothing'} "
                         f"for a band of {band[0]}-{band[1]} ms"]
     else:
         inband = [s for s in shapes if s["role"] != "heldout" and band[0] <= s["est_ms"] <= band[1]]
