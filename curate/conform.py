@@ -25,6 +25,7 @@ Reasons a problem fails (``reason`` of the result; ``None`` when it passes):
                         named tuple, a dict, a dataclass, None)
 ``non_finite_output``   the output holds NaN or infinity: no candidate can match it
 ``non_deterministic``   the reference run twice on the same inputs disagrees with itself
+                        (beyond :data:`DEFAULT_SAME_TOL`: last-bit GPU differences pass)
 ``seed_unstable``       two builds under the same seed disagree (weights drawn at the first
                         forward, as lazy modules do, or from an unseeded generator)
 ``reference_warns``     the reference warns about its own misuse (see :func:`misuse_warning`:
@@ -139,8 +140,22 @@ def _prepare(inputs: Any, dev: torch.device) -> list[Any]:
     return out
 
 
+#: (rtol, atol) within which two runs of the reference count as the same output. Bit equality
+#: is too strict on a GPU: kernels that accumulate with atomics (scatter_add, index_add, some
+#: cuDNN convolutions) differ run to run in the last bits (8e-7 on 30 of 6,312 rows of an H200
+#: run), far inside any harness's correctness tolerance (KernelBench: 1e-2). Dropout left in
+#: training mode and unseeded random ops differ by far more.
+SAME_TOL = {torch.float16: (1e-2, 1e-2), torch.bfloat16: (1e-2, 1e-2)}
+DEFAULT_SAME_TOL = (1e-4, 1e-4)
+
+
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
-    return a.shape == b.shape and a.dtype == b.dtype and bool(torch.equal(a, b))
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if not (a.is_floating_point() or a.is_complex()):
+        return bool(torch.equal(a, b))
+    rtol, atol = SAME_TOL.get(a.dtype, DEFAULT_SAME_TOL)
+    return bool(torch.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True))
 
 
 def check(code: str, device: str = "cpu", trials: int = 3, seed: int = 42) -> dict[str, Any]:

@@ -308,3 +308,35 @@ def test_checker_cli_reports_pass_counts_and_reasons(mined, tmp_path: Path):
     assert "non_tensor_output: 1  e.g. torch.LSTM" in p.stdout
     res = json.loads((tmp_path / "r.json").read_text())
     assert res["passed"] == len(mined)
+
+
+NOISY = '''import torch
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(32, 32)
+
+    def forward(self, x):
+        y = self.proj(x)
+        return y + NOISE
+
+
+def get_inputs():
+    return [torch.randn(8, 32)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_last_bit_differences_pass_and_random_outputs_do_not():
+    # a GPU kernel that accumulates with atomics differs run to run in its last bits: a harness
+    # comparing within 1e-2 cannot tell; dropout left on changes whole elements
+    atomics_like = check(NOISY.replace("NOISE", "1e-7 * torch.rand_like(y)"))
+    assert atomics_like["reason"] is None, atomics_like
+    dropout = check(NOISY.replace("NOISE", "torch.nn.functional.dropout(y, 0.5, training=True)"))
+    assert dropout["reason"] == "non_deterministic", dropout
+    assert "max abs diff" in dropout["detail"]
