@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch import nn
 from test_mine_yield import BLOCKED, mine, pypi, run_alone
 
 from curate.mine import default_cache, shims
@@ -771,4 +772,23 @@ def test_a_size_torch_wants_as_a_tuple_and_an_axis_guessed_as_a_width_are_repair
     got = mine(_manifest_resolver("torch"), "torch.nn.modules.flatten", "Unflatten")
     init = got["code"][got["code"].index("def get_init_inputs"):]
     assert re.search(r"return \[(1|-1), \[\d+, \d+", init), init
+    run_alone(got["code"])
+
+
+# --------------------------------------------------------------------------- issue 23, seventh step
+def test_an_output_object_holding_tensors_gives_its_first_tensor():
+    """pfrl's Q-functions return a ``DiscreteActionValue(q_values)`` and its policy heads a
+    ``torch.distributions.Independent(Normal(mean, scale))``: objects, not tuples or
+    dataclasses, so every guess that ran was rejected (``output has no tensor``, counted
+    ``no_runnable_inputs``). The tensors the object holds in its attributes are the output,
+    the first one the problem's."""
+    from curate.outputs import held_tensors, output_tensors
+
+    mean = torch.randn(4, 3)
+    dist = torch.distributions.Independent(torch.distributions.Normal(mean, torch.ones(4, 3)), 1)
+    assert output_tensors(dist) == [] and held_tensors(dist)[0] is mean
+    assert held_tensors(nn.Linear(2, 2)) == [] and held_tensors(len) == []
+    got = mine(_manifest_resolver("pfrl"), "pfrl.q_functions.dueling_dqn", "DuelingDQN")
+    assert "return _main_tensor(super().forward(" in got["code"]
+    assert got["output_shapes"] == [[got["input_spec"][0]["shape"][0], 64]], got["output_shapes"]  # n_actions
     run_alone(got["code"])
