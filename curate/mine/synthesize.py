@@ -66,6 +66,7 @@ from curate.mine.forward_analysis import (
 from curate.mine.guess import MAX_INPUT_BYTES
 from curate.mine.inputs import (
     SPATIAL,
+    _annotated_numbers,
     _declared_specs,
     _forward_params,
     _graph_specs,
@@ -134,6 +135,9 @@ def find_inputs(module: nn.Module, kwargs: dict[str, Any], budget_s: float,
         if paired and specs and len(shape) == 3:
             for name in paired:
                 specs += _pair_specs(name, shape, module)
+        numbers = _annotated_numbers(specs, params)
+        if numbers:  # the annotation says a number: tried before the tensor guessed by shape
+            queue.append(numbers)
         queue.append(specs)
         if g < 2 and len(params) > 1:
             queue.append(_without_extras(specs))
