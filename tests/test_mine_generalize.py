@@ -792,3 +792,71 @@ def test_an_output_object_holding_tensors_gives_its_first_tensor():
     assert "return _main_tensor(super().forward(" in got["code"]
     assert got["output_shapes"] == [[got["input_spec"][0]["shape"][0], 64]], got["output_shapes"]  # n_actions
     run_alone(got["code"])
+
+
+def test_class_targets_take_the_shape_the_loss_asks_for():
+    """Losses over (scores, target): pytorch-ood's ``LogitNorm`` raises ``Expected targets of
+    shape B, got (8, 64)``, segmentation-models-pytorch-3d's ``NLLLoss`` torch's ``only batches
+    of spatial targets supported (3D tensors)``, stanza's ``LargeMarginInSoftmaxLoss`` indexes
+    ``x[arange(batch), target]`` (``indexing tensors could not be broadcast together with shapes
+    [8], [8, 64]``), pytorch-ood's ``ObjectosphereLoss(logits, features, target)`` reads its
+    integer target as class probabilities. The target becomes class ids of the shape asked
+    for (all four were ``no_runnable_inputs``)."""
+    for name, module, cls in (("pytorch-ood", "pytorch_ood.loss.logitnorm", "LogitNorm"),
+                              ("stanza", "stanza.models.common.large_margin_loss", "LargeMarginInSoftmaxLoss"),
+                              ("pytorch-ood", "pytorch_ood.loss.objectosphere", "ObjectosphereLoss")):
+        got = mine(_manifest_resolver(name), module, cls)
+        x, target = got["input_spec"][0], got["input_spec"][-1]
+        assert len(x["shape"]) == 2 and target["kind"] == "index" and target["shape"] == x["shape"][:1], got["input_spec"]
+        run_alone(got["code"])
+    got = mine(_manifest_resolver("segmentation-models-pytorch-3d"), "segmentation_models_pytorch_3d.utils.losses",
+               "NLLLoss")
+    x, target = got["input_spec"]
+    assert target["shape"] == x["shape"][:1] + x["shape"][2:] and target["high"] == x["shape"][1], got["input_spec"]
+    run_alone(got["code"])
+
+
+def test_numbers_a_forward_annotates_or_reads_as_sizes_and_its_device_are_given_as_such():
+    """e2-tts-pytorch's ``CharacterEmbed.forward(text, max_seq_len: int)`` gets a number for
+    the ``int`` parameter (a tensor failed: ``only integer tensors of a single element can be
+    converted to an index``), its token ids one below the embedding's size (it shifts them by
+    one: ``index out of range in self``); TimeSformer-pytorch's ``AxialRotaryEmbedding.forward(h,
+    w, device)`` and memorizing-transformers-pytorch's ``T5RelativePositionBias.forward(i, j, *,
+    device)`` get ``"cpu"`` for the device and numbers for the sizes (``linspace() ... got (float,
+    float, device=Tensor, steps=Tensor)``). All three were ``no_runnable_inputs``."""
+    got = mine(_manifest_resolver("e2-tts-pytorch"), "e2_tts_pytorch.e2_tts", "CharacterEmbed")
+    text, length = got["input_spec"]
+    assert text["kind"] == "index" and length == {"kind": "value", "value": 128}, got["input_spec"]
+    run_alone(got["code"])
+    for name, module, cls in (("TimeSformer-pytorch", "timesformer_pytorch.rotary", "AxialRotaryEmbedding"),
+                              ("memorizing-transformers-pytorch",
+                               "memorizing_transformers_pytorch.memorizing_transformers_pytorch",
+                               "T5RelativePositionBias")):
+        got = mine(_manifest_resolver(name), module, cls)
+        assert [s["kind"] for s in got["input_spec"]] == ["value"] * 3 and got["input_spec"][2]["value"] == "cpu"
+        run_alone(got["code"])
+
+
+def test_rotary_tables_guessed_like_the_input_are_resized_together():
+    """litgpt's ``CausalSelfAttention.forward(x, cos, sin)``: ``cos`` and ``sin`` guessed like
+    ``x`` ([8, 128, 512]) fail against the heads' rotary width (``The size of tensor a (32)
+    must match the size of tensor b (512)``), and each resized alone fails (``cos, sin must
+    have same shape``); both are resized in one guess (it was ``no_runnable_inputs``)."""
+    got = mine(_manifest_resolver("litgpt"), "litgpt.adapter_v2", "CausalSelfAttention")
+    x, cos, sin = got["input_spec"]
+    assert cos["shape"] == sin["shape"] == x["shape"][:2] + [32], got["input_spec"]
+    run_alone(got["code"])
+
+
+def test_a_complex_view_gets_pairs_and_a_norm_given_ids_gets_real_values():
+    """openunmix's ``ComplexNorm`` views its input as complex (``Tensor must have a last
+    dimension of size 2``): the last axis becomes 2. memformer's ``Encoder`` builds an
+    ``nn.Embedding`` first, so its input was guessed as token ids, which its ``LayerNorm``
+    refuses (``mixed dtype (CPU): all inputs must share same datatype``): real values. Both
+    were ``no_runnable_inputs``."""
+    got = mine(_manifest_resolver("openunmix"), "openunmix.transforms", "ComplexNorm")
+    assert got["input_spec"][0]["shape"][-1] == 2, got["input_spec"]
+    run_alone(got["code"])
+    got = mine(_manifest_resolver("memformer"), "memformer.memformer", "Encoder")
+    assert got["input_spec"][0]["kind"] == "tensor" and got["input_spec"][0]["dtype"] == "float32"
+    run_alone(got["code"])
