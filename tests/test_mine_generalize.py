@@ -860,3 +860,17 @@ def test_a_complex_view_gets_pairs_and_a_norm_given_ids_gets_real_values():
     got = mine(_manifest_resolver("memformer"), "memformer.memformer", "Encoder")
     assert got["input_spec"][0]["kind"] == "tensor" and got["input_spec"][0]["dtype"] == "float32"
     run_alone(got["code"])
+
+
+def test_a_conditioning_input_a_linear_projects_per_sample_becomes_one_vector_a_sample():
+    """diffusers' ``ResnetBlock2D.forward(input_tensor, temb)`` projects ``temb`` with
+    ``Linear(temb_channels=512, out_channels)``; guessed like the image, every position was a
+    row (``mat1 and mat2 shapes cannot be multiplied (16384x32 and 512x64)``) and no guess ran.
+    It becomes [batch, 512]; Kandinsky 3's ``Kandinsky3ResNetBlock(x, time_embed)`` likewise
+    (both were ``no_runnable_inputs``)."""
+    for module, cls in (("diffusers.models.resnet", "ResnetBlock2D"),
+                        ("diffusers.models.unets.unet_kandinsky3", "Kandinsky3ResNetBlock")):
+        got = mine(_manifest_resolver("diffusers"), module, cls)
+        x, emb = got["input_spec"]
+        assert len(x["shape"]) == 4 and emb["shape"][0] == x["shape"][0] and len(emb["shape"]) == 2, got["input_spec"]
+        run_alone(got["code"])

@@ -412,6 +412,21 @@ def _numbers(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
 _MATMUL = re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)")
 
 
+def _vector_per_sample(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+    """A conditioning input guessed like the image beside it where a ``Linear`` projects one
+    vector per sample (diffusers' ``ResnetBlock2D(input_tensor, temb)`` runs
+    ``time_emb_proj(temb)``: ``mat1 and mat2 shapes cannot be multiplied (16384x32 and 512x64)``,
+    the rows being every position of the [8, 64, 32, 32] guess): that input, after the first,
+    becomes [batch, in_features]."""
+    rows, got, want = int(m.group(1)), int(m.group(2)), int(m.group(3))
+    out = []
+    for i in _tensors(specs)[1:]:
+        shape = specs[i]["shape"]
+        if specs[i]["kind"] == "tensor" and len(shape) >= 3 and shape[-1] == got and math.prod(shape[:-1]) == rows:
+            out.append([{**s, "shape": [shape[0], want]} if j == i else s for j, s in enumerate(specs)])
+    return out
+
+
 def _flattened_width(module: nn.Module, specs: Specs, i: int, side: int) -> int | None:
     """The width the first flattened ``Linear`` got when input ``i`` has spatial size ``side``
     (batch 2), 0 when that input runs, None when it fails otherwise."""
@@ -540,6 +555,7 @@ RULES: tuple[Rule, ...] = (
     Rule("complex_input", _COMPLEX, _complex),
     Rule("channels", re.compile(r"to have (\d+) channels, but got (\d+) channels"), _dim_of_all(1, 1)),
     Rule("channels_last", re.compile(r"to have (\d+) channels, but got (\d+) channels"), _channels_last),
+    Rule("vector_per_sample", _MATMUL, _vector_per_sample),
     Rule("flattened_size", _MATMUL, _flattened_size),
     # torch's recurrent layers: "input.size(-1) must be equal to input_size. Expected 32, got 64"
     # torch.view_as_complex: "Tensor must have a last dimension of size 2"
