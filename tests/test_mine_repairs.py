@@ -50,6 +50,10 @@ def T(*shape, **kw) -> dict:
     return {"kind": "tensor", "shape": list(shape), "dtype": "float32", **kw}
 
 
+def I(*shape, high: int) -> dict:
+    return {"kind": "index", "shape": list(shape), "high": high, "dtype": "int64"}
+
+
 def M(*shape) -> dict:
     return {"kind": "mask", "shape": list(shape), "dtype": "bool"}
 
@@ -66,6 +70,7 @@ CASES = [
                  "have 64 channels, but got 4 channels instead"),
     ("flattened_size", lambda: _raised(lambda: _lenet()(torch.randn(8, 1, 28, 28)))),
     ("recurrent_width", lambda: _raised(lambda: nn.GRU(32, 16, batch_first=True)(torch.randn(8, 128, 64)))),
+    ("vector_per_sample", lambda: _raised(lambda: nn.Linear(512, 64)(torch.randn(8, 64, 32, 32)))),
     ("matmul_width", "RuntimeError: mat1 and mat2 shapes cannot be multiplied (1024x4096 and 64x64)"),
     ("norm_channels", lambda: _raised(lambda: F.batch_norm(torch.randn(8, 4, 32, 32), torch.zeros(64),
                                                            torch.ones(64)))),
@@ -101,6 +106,11 @@ CASES = [
     ("larger_images", "RuntimeError: Padding length should be less than or equal to two times the input "
                       "dimension but got padding length 4 and input of dimension 1"),
     ("class_target", lambda: _raised(lambda: F.nll_loss(torch.randn(8, 10), torch.randn(8)))),
+    ("target_shape", lambda: _raised(lambda: F.nll_loss(torch.randn(8, 64, 32, 32), torch.randint(0, 64, (8, 64))))),
+    ("index_broadcast", lambda: _raised(lambda: torch.randn(8, 64)[torch.arange(8), torch.randint(0, 64, (8, 64))])),
+    ("last_axis_size", lambda: _raised(lambda: torch.view_as_complex(torch.randn(8, 64)))),
+    ("index_range", lambda: _raised(lambda: nn.Embedding(10, 4)(torch.randint(0, 10, (8, 64)) + 1))),
+    ("number_argument", lambda: _raised(lambda: torch.multinomial(torch.rand(8), torch.randn(8, 64)))),
     ("float_target", lambda: _raised(lambda: F.cross_entropy(torch.randn(8, 10), torch.randn(8, 10).int()))),
     ("float_values", lambda: _raised(lambda: torch.mean(torch.randint(0, 10, (8, 64))))),
     ("batch_statistics", lambda: _raised(lambda: nn.BatchNorm1d(4).train()(torch.randn(1, 4)))),
@@ -115,6 +125,7 @@ GUESSES = {
     "channels": ([T(8, 4, 32, 32)], [T(8, 64, 32, 32)]),
     "flattened_size": ([T(8, 1, 28, 28)], [T(8, 1, 32, 32)]),
     "recurrent_width": ([T(8, 128, 64)], [T(8, 128, 32)]),
+    "vector_per_sample": ([T(8, 64, 32, 32), T(8, 64, 32, 32)], [T(8, 64, 32, 32), T(8, 512)]),
     "matmul_width": ([T(8, 128, 4096)], [T(8, 128, 64)]),
     "norm_channels": ([T(8, 16, 32, 32)], [T(8, 4, 32, 32)]),
     "norm_weight_channels": ([T(8, 4, 32, 32)], [T(8, 64, 32, 32)]),
@@ -139,6 +150,11 @@ GUESSES = {
                        [T(8, 1, 4096), T(8, 1, 4096)]),
     "larger_images": ([T(8, 3, 32, 32)], [T(8, 3, 64, 64)]),
     "class_target": ([T(8, 10), T(8, 10)], [T(8, 10), {"kind": "index", "shape": [8], "high": 10, "dtype": "int64"}]),
+    "target_shape": ([T(8, 64, 32, 32), I(8, 64, high=64)], [T(8, 64, 32, 32), I(8, 32, 32, high=64)]),
+    "index_broadcast": ([T(8, 64), I(8, 64, high=64)], [T(8, 64), I(8, high=64)]),
+    "last_axis_size": ([T(8, 64)], [T(8, 2)]),
+    "index_range": ([I(8, 64, high=10)], [I(8, 64, high=9)]),
+    "number_argument": ([T(8, 64)], [{"kind": "value", "value": 128}]),
     "float_target": ([T(8, 10), {"kind": "index", "shape": [8, 10], "high": 2, "dtype": "int64"}],
                      [T(8, 10), T(8, 10)]),
     "float_values": ([T(8, 64), {"kind": "index", "shape": [8], "high": 10, "dtype": "int64"}], [T(8, 64), T(8)]),
@@ -269,3 +285,26 @@ def test_an_einops_axis_length_counts_a_class_token():
     msg = _einops_error((8, 127, 64), "b (f n) d -> b f n d", f=64)
     out = _repair_specs([T(8, 128, 64)], msg, nn.Identity())
     assert [T(8, 129, 64)] in out
+
+
+def test_a_class_target_is_the_integer_input_and_a_norm_of_integers_asks_for_reals():
+    """A loss of (scores, features, target) whose target, guessed as integers like the scores,
+    reads as class probabilities (``Expected floating point type for target with class
+    probabilities, got Long``): the integer input becomes the class target and the features
+    stay real; a norm layer given integer ids (``mixed dtype (CPU)``) gets real values."""
+    msg = _raised(lambda: F.cross_entropy(torch.randn(8, 64), torch.randint(0, 64, (8, 64))))
+    specs = [T(8, 64), T(8, 64), I(8, 64, high=64)]
+    assert [T(8, 64), T(8, 64), I(8, high=64)] in _repair_specs(specs, msg, nn.Identity())
+    msg = _raised(lambda: nn.LayerNorm(64)(torch.randint(0, 10, (8, 64))))
+    assert [T(8, 64)] in _repair_specs([I(8, 64, high=10)], msg, nn.Identity())
+
+
+def test_inputs_guessed_alike_are_resized_together():
+    """Rotary tables ``cos`` and ``sin`` guessed like ``x`` ([8, 128, 512]) where the head's
+    rotary width (32) is wanted: both change in one guess (each alone fails on ``cos, sin must
+    have same shape``), before each alone."""
+    msg = _raised(lambda: torch.randn(8, 4, 128, 32) * torch.randn(8, 1, 128, 512))
+    specs = [T(8, 128, 512), T(8, 128, 512), T(8, 128, 512)]
+    out = _repair_specs(specs, msg, nn.Identity())
+    assert out[0] == [T(8, 128, 512), T(8, 128, 32), T(8, 128, 32)], out[:3]
+    assert [T(8, 128, 512), T(8, 128, 32), T(8, 128, 512)] in out

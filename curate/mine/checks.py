@@ -8,27 +8,28 @@ from typing import Any
 import torch
 from torch import nn
 
-from curate.outputs import output_tensors
+from curate.outputs import held_tensors
 from curate.problem import build_inputs
 from curate.mine.inputs import call
 
 
 def _outputs_ok(out: Any) -> bool:
-    tensors = output_tensors(out)
+    tensors = held_tensors(out)
     return bool(tensors) and any(t.is_floating_point() or t.dtype in (torch.int64, torch.bool) for t in tensors)
 
 
 def main_tensor(out: Any) -> torch.Tensor | None:
     """The tensor a problem returns for ``out``: ``out`` itself, else the first floating-point
     tensor of a tuple, named tuple, list, dict or dataclass output walked depth first in
-    order (else its first tensor); None when it holds no tensor. Same rule as
+    order (else its first tensor), or of the attributes of an object holding no such
+    structure (:func:`curate.outputs.held_tensors`); None when it holds no tensor. Same rule as
     :data:`curate.mine.codegen.MAIN_TENSOR_SOURCE`."""
-    found = output_tensors(out)
+    found = held_tensors(out)
     return next((t for t in found if t.is_floating_point()), found[0] if found else None)
 
 
 def _same(a: Any, b: Any) -> bool:
-    ta, tb = output_tensors(a), output_tensors(b)
+    ta, tb = held_tensors(a), held_tensors(b)
     return len(ta) == len(tb) and all(x.shape == y.shape and torch.equal(x, y) for x, y in zip(ta, tb))
 
 
@@ -52,7 +53,7 @@ def determinism(module: nn.Module, specs: list[dict], out: Any) -> str:
 
 
 def _finite(out: Any) -> bool:
-    return all(bool(torch.isfinite(t).all()) for t in output_tensors(out) if t.is_floating_point())
+    return all(bool(torch.isfinite(t).all()) for t in held_tensors(out) if t.is_floating_point())
 
 
 # --------------------------------------------------------------------------- the task

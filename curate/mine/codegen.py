@@ -66,7 +66,8 @@ def _forward_wrapper(specs: list[dict], module: nn.Module, main: bool = False) -
 MAIN_TENSOR_SOURCE = '''
 def _main_tensor(out):
     """The problem's output: the first floating-point tensor of ``out`` (a tuple, named tuple,
-    list, dict or dataclass walked depth first, in order), else its first tensor."""
+    list, dict or dataclass walked depth first, in order), else its first tensor; for an
+    output holding none, the same of an object's attributes, up to three objects deep."""
     import dataclasses
 
     found = []
@@ -84,7 +85,24 @@ def _main_tensor(out):
             for f in dataclasses.fields(o):
                 walk(getattr(o, f.name, None))
 
-    walk(out)
+    def held(o, depth):  # an object holding tensors in its attributes (a distribution, a value object)
+        before = len(found)
+        walk(o)
+        if len(found) > before or depth <= 0:
+            return
+        if isinstance(o, (list, tuple)):
+            items = list(o)
+        elif isinstance(o, dict):
+            items = list(o.values())
+        elif isinstance(getattr(o, "__dict__", None), dict) and not isinstance(o, (type, torch.nn.Module)) \
+                and not callable(o):
+            items = list(vars(o).values())
+        else:
+            items = []
+        for v in items:
+            held(v, depth - 1)
+
+    held(out, 3)
     return next((t for t in found if t.is_floating_point()), found[0] if found else out)
 '''
 

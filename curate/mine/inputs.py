@@ -392,13 +392,32 @@ def _annotation(param: inspect.Parameter) -> str:
 def _value_spec(name: str, param: inspect.Parameter, module: nn.Module) -> dict | None:
     """A required forward parameter that is not a tensor: an optional mask (``attention_mask:
     torch.Tensor | None``, passed None: no masking, as transformers' layers accept), or a
-    string the module lists in a plural attribute (``layer_type`` from ``self.layer_types``)."""
+    string the module lists in a plural attribute (``layer_type`` from ``self.layer_types``), or
+    the device a forward builds its tensors on (``device``: ``"cpu"``)."""
     if "mask" in name.lower() and re.search(r"None|Optional", _annotation(param)):
         return {"kind": "value", "value": None}
+    if name == "device":  # ``forward(i, j, device)`` building its positions there
+        return {"kind": "value", "value": "cpu"}
     listed = getattr(module, name + "s", None)
     if isinstance(listed, (list, tuple, set)) and listed and all(isinstance(v, str) for v in listed):
         return {"kind": "value", "value": sorted(listed)[0]}
     return None
+
+
+#: Annotations of a forward parameter that takes a plain number, and the number given.
+_NUMBER_ANNOTATIONS = {"int": SEQ, "<class 'int'>": SEQ, "float": 0.5, "<class 'float'>": 0.5}
+
+
+def _annotated_numbers(specs: list[dict], params: list[tuple[str, inspect.Parameter]]) -> list[dict] | None:
+    """``specs`` with each tensor input whose parameter is annotated ``int`` (or ``float``) given
+    a plain number instead (``forward(text, max_seq_len: int)``); None when there is none, or
+    when the specs do not map one to one onto ``params``."""
+    if len(specs) != len(params):
+        return None
+    out = [{"kind": "value", "value": _NUMBER_ANNOTATIONS[_annotation(p)], **({"arg": s["arg"]} if "arg" in s else {})}
+           if s["kind"] in ("tensor", "index") and _annotation(p) in _NUMBER_ANNOTATIONS else s
+           for s, (_, p) in zip(specs, params)]
+    return out if out != specs else None
 
 
 def _is_pair(name: str, param: inspect.Parameter) -> bool:

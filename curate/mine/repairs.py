@@ -171,8 +171,21 @@ def _mask_first(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
 
 
 def _broadcast_sizes(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+    """An axis of one size where the other is wanted: inputs guessed alike (a rotary ``cos`` and
+    ``sin`` beside ``x``, which must keep one shape) changed together first, then each input's
+    axis alone."""
     a, b = int(m.group(1)), int(m.group(2))
     out = []
+    later = [i for i in _tensors(specs)[1:] if specs[i]["kind"] == "tensor"]
+    for i in later:
+        alike = [j for j in later if specs[j]["shape"] == specs[i]["shape"]]
+        if len(alike) < 2 or alike[0] != i:
+            continue
+        for d, v in enumerate(specs[i]["shape"]):
+            for old, new in ((a, b), (b, a)):
+                if v == old and new > 1:
+                    shape = specs[i]["shape"][:d] + [new] + specs[i]["shape"][d + 1:]
+                    out.append([{**t, "shape": shape} if j in alike else t for j, t in enumerate(specs)])
     for i, s in enumerate(specs):
         for d, v in enumerate(s.get("shape", [])):
             if v == a and b > 1:
@@ -296,7 +309,59 @@ def _class_target(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
     if len(x) < 2:
         return []
     t = {"kind": "index", "shape": [x[0]] + x[2:], "high": x[1], "dtype": "int64"}
-    return [[t if i == tensors[1] else s for i, s in enumerate(specs)]]
+    # the input guessed as integers after the scores is the target, else the one after them
+    # (``loss(logits, features, target)``: the features stay real)
+    ints = [i for i in tensors[1:] if specs[i]["kind"] == "index" and i != tensors[1]][:1]
+    return [[{**t, **({"arg": s["arg"]} if "arg" in s else {})} if i == j else s for i, s in enumerate(specs)]
+            for j in ints + [tensors[1]]]
+
+
+def _target_shapes(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+    """A loss's class target shaped wrong for the scores beside it (``Expected targets of shape
+    B, got (8, 64)``, ``only batches of spatial targets supported (3D tensors)``, ``Expected
+    input batch_size (8) to match target batch_size (4096)``, ``Expected target size [8, 64]``):
+    the target (the first integer input after the scores, else the last input) as class indices
+    of the size the message writes, then [batch, *spatial] below the scores' axis-1 count (torch's
+    [N, C, d1, ...] convention), then one class per sample [batch]."""
+    tensors = _tensors(specs)
+    if len(tensors) < 2:
+        return []
+    x = specs[tensors[0]]["shape"]
+    if len(x) < 2:
+        return []
+    t = next((i for i in tensors[1:] if specs[i]["kind"] == "index"), tensors[-1])
+    shapes: list[tuple[list[int], int]] = []
+    said = re.search(r"target size \[([\d, ]+)\]", m.string)
+    if said:
+        shapes.append(([int(d) for d in said.group(1).split(",")], x[1]))
+    if len(x) >= 3:
+        shapes.append(([x[0]] + x[2:], x[1]))
+    shapes.append(([x[0]], x[-1] if len(x) == 3 else x[1]))
+    out = []
+    for shape, high in shapes:
+        target = {"kind": "index", "shape": shape, "high": high, "dtype": "int64",
+                  **({"arg": specs[t]["arg"]} if "arg" in specs[t] else {})}
+        new = [target if i == t else s for i, s in enumerate(specs)]
+        if new != specs and new not in out:
+            out.append(new)
+    return out
+
+
+def _index_broadcast(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+    # ``x[arange(batch), target]``: an integer input of one listed shape takes the other
+    a, b = ([int(d) for d in g.split(",") if d.strip()] for g in m.groups())
+    return [[{**s, "shape": list(new)} if j == i else s for j, s in enumerate(specs)]
+            for i, s in enumerate(specs) if s["kind"] == "index"
+            for old, new in ((b, a), (a, b)) if s["shape"] == old]
+
+
+def _index_range(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+    """Token ids out of an embedding's range once the forward shifts them (``text = text + 1``
+    before ``self.embed(text)``, the id 0 kept for padding): every integer input's upper bound
+    one lower, then half as high."""
+    ints = [i for i, s in enumerate(specs) if s["kind"] == "index" and s.get("high", 0) > 2]
+    return [[{**s, "high": new(s["high"])} if i in ints else s for i, s in enumerate(specs)]
+            for new in (lambda h: h - 1, lambda h: h // 2)] if ints else []
 
 
 def _float_target(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
@@ -345,6 +410,21 @@ def _numbers(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
 
 
 _MATMUL = re.compile(r"mat1 and mat2 shapes cannot be multiplied \((\d+)x(\d+) and (\d+)x(\d+)\)")
+
+
+def _vector_per_sample(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+    """A conditioning input guessed like the image beside it where a ``Linear`` projects one
+    vector per sample (diffusers' ``ResnetBlock2D(input_tensor, temb)`` runs
+    ``time_emb_proj(temb)``: ``mat1 and mat2 shapes cannot be multiplied (16384x32 and 512x64)``,
+    the rows being every position of the [8, 64, 32, 32] guess): that input, after the first,
+    becomes [batch, in_features]."""
+    rows, got, want = int(m.group(1)), int(m.group(2)), int(m.group(3))
+    out = []
+    for i in _tensors(specs)[1:]:
+        shape = specs[i]["shape"]
+        if specs[i]["kind"] == "tensor" and len(shape) >= 3 and shape[-1] == got and math.prod(shape[:-1]) == rows:
+            out.append([{**s, "shape": [shape[0], want]} if j == i else s for j, s in enumerate(specs)])
+    return out
 
 
 def _flattened_width(module: nn.Module, specs: Specs, i: int, side: int) -> int | None:
@@ -475,8 +555,12 @@ RULES: tuple[Rule, ...] = (
     Rule("complex_input", _COMPLEX, _complex),
     Rule("channels", re.compile(r"to have (\d+) channels, but got (\d+) channels"), _dim_of_all(1, 1)),
     Rule("channels_last", re.compile(r"to have (\d+) channels, but got (\d+) channels"), _channels_last),
+    Rule("vector_per_sample", _MATMUL, _vector_per_sample),
     Rule("flattened_size", _MATMUL, _flattened_size),
     # torch's recurrent layers: "input.size(-1) must be equal to input_size. Expected 32, got 64"
+    # torch.view_as_complex: "Tensor must have a last dimension of size 2"
+    Rule("last_axis_size", re.compile(r"last dim(?:ension)? (?:of size|to be(?: of size)?|(?:must )?(?:be|equal to)) "
+                                      r"(\d+)\b"), _dim_of_all(-1, 1)),
     Rule("recurrent_width", re.compile(r"input\.size\(-1\) must be equal to input_size\. Expected (\d+)"),
          _dim_of_all(-1, 1)),
     Rule("matmul_width", _MATMUL, _dim_of_all(-1, 3)),
@@ -515,6 +599,7 @@ RULES: tuple[Rule, ...] = (
     Rule("integer_indices", re.compile(r"scalar type Long|expected scalar type Long|one of the following scalar types: "
                                        r"Long, Int|Expected tensor for argument #1 'indices'|must be Long|LongTensor|"
                                        r"index.*Float|dtype to be Long|tensors used as indices must be long"), _indices),
+    Rule("index_range", re.compile(r"index out of range in self"), _index_range),
     Rule("longer_signals", re.compile(r"padding \((\d+), (\d+)\) at dimension \d+ of input"),
          _longer_signals),
     Rule("larger_images", re.compile(r"Kernel size can't be greater than actual input size|Output size is too small|"
@@ -525,14 +610,22 @@ RULES: tuple[Rule, ...] = (
          also=re.compile(r"Long|Int\b|integer|class indices")),
     Rule("float_target", re.compile(r"Expected floating point type for target|target.*float|Float.*target"),
          _float_target),
+    Rule("target_shape", re.compile(r"(?i)\btargets?\b[^\n]{0,80}?(?:shape|size|dimension|\bN\b)|"
+                                    r"(?:shape|size|dimension)[^\n]{0,40}\btargets?\b|multi-target"), _target_shapes),
+    Rule("index_broadcast", re.compile(r"indexing tensors could not be broadcast together with shapes "
+                                       r"\[([\d, ]*)\], \[([\d, ]*)\]"), _index_broadcast),
     Rule("float_values", re.compile(r"dtype must be either a floating point or complex dtype\. Got: (?:Long|Int)|"
                                     r"only supports floating-point dtypes|must be a floating point|"
-                                    r"is not implemented for ['\"]?(?:Long|Int)"), _float_values),
+                                    r"is not implemented for ['\"]?(?:Long|Int)|mixed dtype \(CPU\)"), _float_values),
     Rule("batch_statistics", re.compile("Expected more than 1 value per channel"), _batch_statistics),
     # last: the rank and width repairs above explain most such errors
     Rule("element_count", re.compile(r"shape '\[([-\d, ]+)\]' is invalid for input of size (\d+)"), _element_count),
     Rule("numbers_not_tensors", re.compile(r"\(\) received an invalid combination of arguments - got \(Tensor[^)]*\), "
                                            r"but expected one of:\s*\* \((?:Number|int|SymInt)"), _numbers),
+    # a size argument given a tensor by name: multinomial's ``num_samples``, linspace's ``steps=``
+    Rule("number_argument", re.compile(r"argument '\w+' \(position \d+\) must be (?:int|float|Number|SymInt)\w*, "
+                                       r"not Tensor|invalid combination of arguments - got \([^)]*\b\w+=Tensor\b"),
+         _numbers),
     Rule("numbers_compared", re.compile("Boolean value of Tensor with more than one value is ambiguous"), _numbers),
 )
 

@@ -53,8 +53,11 @@ from curate.mine.codegen import (
 from curate.mine.configs import global_configs, with_configs
 from curate.mine.configs import repair as repair_configs
 from curate.mine.construct import _VALUE_NOT_IMPLEMENTED, ConstructorSearch
-from curate.mine.errors import SynthesisError, _classify, blame, mined_lines
+from curate.mine.errors import SynthesisError, _classify, blame, guard_line, mined_lines
 from curate.mine.forward_analysis import (
+    _alike_inputs,
+    _asserted_sizes,
+    _checked_ranks,
     _fit_given,
     _fit_ranks,
     _function_tree,
@@ -66,6 +69,7 @@ from curate.mine.forward_analysis import (
 from curate.mine.guess import MAX_INPUT_BYTES
 from curate.mine.inputs import (
     SPATIAL,
+    _annotated_numbers,
     _declared_specs,
     _forward_params,
     _graph_specs,
@@ -134,6 +138,9 @@ def find_inputs(module: nn.Module, kwargs: dict[str, Any], budget_s: float,
         if paired and specs and len(shape) == 3:
             for name in paired:
                 specs += _pair_specs(name, shape, module)
+        numbers = _annotated_numbers(specs, params)
+        if numbers:  # the annotation says a number: tried before the tensor guessed by shape
+            queue.append(numbers)
         queue.append(specs)
         if g < 2 and len(params) > 1:
             queue.append(_without_extras(specs))
@@ -192,9 +199,15 @@ def find_inputs(module: nn.Module, kwargs: dict[str, Any], budget_s: float,
             repairs = (given + _named_inputs(specs, last, module)
                        + _warning_repairs(specs, last, module)
                        + _repair_specs(specs, last, module))
+            guard = guard_line(exc)
             line_ranks = _line_evidence(last_line, names) if last_line else {}
+            line_ranks = {**line_ranks, **_checked_ranks(last_line, guard, names)}
             if line_ranks:  # the failing line reads an input's shape: change that input alone
                 repairs.insert(0, _fit_ranks(specs, _spec_names(specs, params), line_ranks))
+            sized = _asserted_sizes(specs, _spec_names(specs, params), last_line, guard, module)
+            if sized:  # the failing line compares an input's axis with a size the module holds
+                repairs.insert(0, sized)
+            repairs[:0] = _alike_inputs(specs, _spec_names(specs, params), last_line, guard)
             if "kwargs only" in last:  # NeMo's @typecheck: "All arguments must be passed by kwargs only"
                 repairs.insert(0, [{"arg": n, **s} for s, (n, _) in zip(specs, params)] + specs[len(params):])
             queue[:0] = repairs  # repairs of this guess first: depth-first like paritybench
