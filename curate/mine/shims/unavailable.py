@@ -8,9 +8,9 @@ records as ``import_missing``. A placeholder is a class, so attribute chains
 (``np.random.rand``) give further placeholders and ``isinstance`` checks against them are
 simply false; calling one raises. A class of the file with a placeholder among its bases (a
 mixin from another package) is built as usual: only the placeholder's own methods are
-missing. Its ``__version__`` is a high version string, so import-time checks (diffusers'
-``version.parse(PIL.__version__) >= ...``) take the branch written for current releases
-instead of failing the whole file.
+missing (its constructor takes and drops the arguments meant for it). Its ``__version__``
+is a high version string, so import-time checks (diffusers' ``version.parse(PIL.__version__)
+>= ...``) take the branch written for current releases instead of failing the whole file.
 """
 
 from abc import ABCMeta
@@ -25,6 +25,14 @@ class _UnavailableMeta(ABCMeta):
             raise AttributeError(attr)
         return unavailable(f"{cls.__name__}.{attr}")
 
+    def register(cls, *args, **kwargs):
+        # a missing registry's decorator factory (olmo-core's configurations derive from
+        # dataclass_extensions' ``Registrable``: ``@SequenceMixerConfig.register("default")``),
+        # not ABCMeta's virtual subclasses: the class decorated is kept, unregistered
+        if len(args) == 1 and not kwargs and isinstance(args[0], type):
+            return super().register(args[0])
+        return lambda registered: registered
+
     def __call__(cls, *args, **kwargs):
         if "_curate_placeholder" not in cls.__dict__:  # a class of the file with a placeholder base
             return super().__call__(*args, **kwargs)
@@ -32,5 +40,54 @@ class _UnavailableMeta(ABCMeta):
 
 
 def unavailable(name):
-    """A placeholder for module (or module attribute) ``name``."""
-    return _UnavailableMeta(name, (), {"_curate_placeholder": True})
+    """A placeholder for module (or module attribute) ``name``.
+
+    As a base of a class of the file it takes whatever arguments the subclass gives the
+    missing class's ``__init__`` (``super().__init__(aggr="add")`` for torch_geometric's
+    ``MessagePassing``, keywords for a missing mapping class) and passes none on: those
+    arguments were the missing class's own, and the next class in the MRO (``nn.Module``,
+    ``object``) takes none.
+    """
+    placeholder = _UnavailableMeta(name, (), {"_curate_placeholder": True})
+
+    def __init__(self, *args, **kwargs):
+        super(placeholder, self).__init__()
+
+    placeholder.__init__ = __init__
+    return placeholder
+
+
+class _Deferred:
+    """What a definition decorated with a placeholder (``@triton.jit``,
+    ``@triton.autotune(configs=[triton.Config(...)])``) is bound to: using it (a call, a
+    launch grid ``kernel[grid]``, an attribute) raises the ``ImportError`` decorating it
+    raised."""
+
+    def __init__(self, message):
+        self._message = message
+
+    def __call__(self, *args, **kwargs):
+        raise ImportError(self._message)
+
+    def __getitem__(self, item):
+        raise ImportError(self._message)
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        raise ImportError(self._message)
+
+
+def deferred(decorator):
+    """A decorator applying ``decorator()`` (the original decorator expression, given as a
+    thunk) and, where that raises ``ImportError`` (it uses a package a problem cannot import),
+    binding the definition to a :class:`_Deferred` instead: the file loads, and only code that
+    uses the definition (a Triton kernel a layer calls when told to) fails, as
+    ``import_missing``."""
+    def apply(obj):
+        try:
+            return decorator()(obj)
+        except ImportError as exc:
+            return _Deferred(str(exc))
+    return apply
+
