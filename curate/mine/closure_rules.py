@@ -168,16 +168,17 @@ class _LibraryRules:
             out += [h for h in hits if h not in out]
         return out
 
-    #: how deep configurations nested in configurations' fields are followed
+    #: how deep configurations nested in configurations' fields are followed, and how many are copied
     MAX_CONFIG_NESTING = 2
+    MAX_CONFIG_FIELDS = 6
 
     def _config_fields(self, module: str, name: str, _depth: int = 0) -> list[tuple[str, str]]:
         """Configuration classes that the required fields of configuration ``name`` (seen from
         ``module``) are annotated with, and theirs in turn, as (module, name): a dataclass or
         pydantic model whose ``block: BlockConfig`` (or ``Annotated[BlockConfig, ...]``) has no
         default needs a ``BlockConfig`` built for it, and names read only in annotations are
-        not copied otherwise. Nested at most :attr:`MAX_CONFIG_NESTING` levels, four classes
-        in all."""
+        not copied otherwise. The fields' own first, then theirs, at most
+        :attr:`MAX_CONFIG_NESTING` levels and :attr:`MAX_CONFIG_FIELDS` classes."""
         try:
             ent = self.locate(module, name)
         except (ClosureError, RecursionError):
@@ -213,9 +214,10 @@ class _LibraryRules:
                 if got is None or got[0] in _IMPORTS or got[0].startswith("<") or got in out:
                     continue
                 out.append(got)
-                if _depth + 1 < self.MAX_CONFIG_NESTING:
-                    out += [g for g in self._config_fields(got[0], got[1], _depth + 1) if g not in out]
-        return out[:4]
+        if _depth + 1 < self.MAX_CONFIG_NESTING:  # the fields' own configurations after all fields
+            for got in list(out):
+                out += [g for g in self._config_fields(got[0], got[1], _depth + 1) if g not in out]
+        return out[:self.MAX_CONFIG_FIELDS]
 
     def _config_implementations(self, module: str, name: str) -> list[tuple[str, str]]:
         """Up to two subclasses of configuration ``name`` (seen from ``module``) in the source,

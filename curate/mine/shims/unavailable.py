@@ -8,9 +8,10 @@ records as ``import_missing``. A placeholder is a class, so attribute chains
 (``np.random.rand``) give further placeholders and ``isinstance`` checks against them are
 simply false; calling one raises. A class of the file with a placeholder among its bases (a
 mixin from another package) is built as usual: only the placeholder's own methods are
-missing (its constructor takes and drops the arguments meant for it). Its ``__version__``
-is a high version string, so import-time checks (diffusers' ``version.parse(PIL.__version__)
->= ...``) take the branch written for current releases instead of failing the whole file.
+missing. Its ``__version__`` is a high version string, so import-time checks (diffusers'
+``version.parse(PIL.__version__) >= ...``) take the branch written for current releases
+instead of failing the whole file. A definition decorated with a placeholder is bound by
+:func:`deferred` to an object that raises only when used.
 """
 
 from abc import ABCMeta
@@ -40,21 +41,8 @@ class _UnavailableMeta(ABCMeta):
 
 
 def unavailable(name):
-    """A placeholder for module (or module attribute) ``name``.
-
-    As a base of a class of the file it takes whatever arguments the subclass gives the
-    missing class's ``__init__`` (``super().__init__(aggr="add")`` for torch_geometric's
-    ``MessagePassing``, keywords for a missing mapping class) and passes none on: those
-    arguments were the missing class's own, and the next class in the MRO (``nn.Module``,
-    ``object``) takes none.
-    """
-    placeholder = _UnavailableMeta(name, (), {"_curate_placeholder": True})
-
-    def __init__(self, *args, **kwargs):
-        super(placeholder, self).__init__()
-
-    placeholder.__init__ = __init__
-    return placeholder
+    """A placeholder for module (or module attribute) ``name``."""
+    return _UnavailableMeta(name, (), {"_curate_placeholder": True})
 
 
 class _Deferred:
