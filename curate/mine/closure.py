@@ -69,7 +69,7 @@ __all__ = ["MAX_CLOSURE_CHARS", "RUNTIME_MODULES", "Closure", "ClosureError", "R
            "rename_globals"]
 
 
-_DECORATED = re.compile(r"^@", re.M)
+_DECORATED = re.compile(r"^@\s*(\w+)", re.M)  # a top-level decorator's first name
 
 
 class Resolver(_Lookup, _LibraryRules, _Emission):
@@ -285,7 +285,7 @@ class Resolver(_Lookup, _LibraryRules, _Emission):
                 for used in sorted(_capitalized(stmt.code) - reads):
                     if self._typing_name(module, used):
                         self._need_name(module, used, st, via=name0)
-            if stmt.kind in ("def", "class") and "@" in stmt.code and _DECORATED.search(stmt.code):
+            if stmt.kind in ("def", "class") and "@" in stmt.code:
                 self._defer_missing_decorators(module, i, st, name0)
             if "import" in stmt.code:
                 got = self._nested_imports(module, i, st, via=name0)
@@ -299,11 +299,14 @@ class Resolver(_Lookup, _LibraryRules, _Emission):
         such decorator is wrapped in the stand-in's ``deferred(lambda: ...)``, which binds the
         definition to an object raising that ``ImportError`` when used instead."""
         code = self.load(module).stmts[i].code
+        refs = st.refs.get(module, {})
+        # most decorators are the source's own or torch's: the tree is built only for the rest
+        if not any(refs.get(n, ("",))[0] == "<missing>" for n in _DECORATED.findall(code)):
+            return
         try:
             node = ast.parse(code).body[0]
         except (SyntaxError, IndexError):
             return
-        refs = st.refs.get(module, {})
         missing = [d for d in getattr(node, "decorator_list", ())
                    if any(refs.get(n.id, ("",))[0] == "<missing>" for n in ast.walk(d) if isinstance(n, ast.Name))]
         if not missing:
