@@ -870,3 +870,22 @@ def test_annotations_that_say_a_number_or_a_list_outweigh_the_parameters_name():
     annotated = [ast.get_source_segment(src, n) for n in ast.walk(ast.parse(src))
                  if isinstance(n, ast.Subscript) and getattr(n.value, "id", "") == "Annotated"]
     assert annotated and all(_annotation_names(a) == ["torch", "Tensor"] for a in annotated), annotated
+
+
+def test_loguru_logging_is_a_standin_writing_through_logging(caplog):
+    """alphafold3-pytorch's ``WeightedRigidAlign`` warns through loguru's ``logger`` when its
+    SVD is ambiguous (``logger.warning(...)``): loguru is no package a problem may import, so
+    the class was ``import_missing``. The stand-in writes through ``logging`` (loguru's
+    ``str.format`` arguments applied) and the class is kept."""
+    import logging
+
+    got = mine(_manifest_resolver("alphafold3-pytorch"), "alphafold3_pytorch.alphafold3", "WeightedRigidAlign")
+    assert "# loguru: torch-only stand-ins written for curate" in got["code"]
+    run_alone(got["code"])
+    standin = _load(SHIMS / "loguru.py", "standin_loguru")
+    caplog.clear()  # the mined class's own warnings
+    with caplog.at_level(logging.DEBUG, logger="loguru"):
+        standin.logger.bind(step=1).warning("{} points for {dim} dims", 3, dim=3)
+        standin.logger.info("kept as written: {not a field")
+    assert [r.getMessage() for r in caplog.records] == ["3 points for 3 dims", "kept as written: {not a field"]
+    assert caplog.records[0].levelno == logging.WARNING
