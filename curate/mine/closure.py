@@ -285,7 +285,7 @@ class Resolver(_Lookup, _LibraryRules, _Emission):
                 for used in sorted(_capitalized(stmt.code) - reads):
                     if self._typing_name(module, used):
                         self._need_name(module, used, st, via=name0)
-            if stmt.kind in ("def", "class") and "@" in stmt.code:
+            if stmt.kind == "def" and "@" in stmt.code:
                 self._defer_missing_decorators(module, i, st, name0)
             if "import" in stmt.code:
                 got = self._nested_imports(module, i, st, via=name0)
@@ -297,7 +297,9 @@ class Resolver(_Lookup, _LibraryRules, _Emission):
         pytorch's ``@triton.jit`` kernels, copied with the layer that calls them only when
         ``use_triton_kernel`` is set) would stop the whole file when the decorator runs; each
         such decorator is wrapped in the stand-in's ``deferred(lambda: ...)``, which binds the
-        definition to an object raising that ``ImportError`` when used instead."""
+        definition to an object raising that ``ImportError`` when used instead. Functions
+        only: a class so decorated (incendio's ``@add_docstring``) is what the problem is
+        about, and its file still stops, as ``import_missing``."""
         code = self.load(module).stmts[i].code
         refs = st.refs.get(module, {})
         # most decorators are the source's own or torch's: the tree is built only for the rest
