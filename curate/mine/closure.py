@@ -42,9 +42,9 @@ from curate.mine.closure_rename import rename_globals
 from curate.mine.closure_rules import _LibraryRules
 from curate.mine.closure_source import (
     _MESSAGE_PASSING,
-    _dataclass_markers,
     _attr_chains,
     _capitalized,
+    _dataclass_markers,
     _dynamic_getattrs,
     _global_reads,
     _import_nodes,
