@@ -918,3 +918,120 @@ def test_an_input_axis_a_failed_check_compares_with_a_size_takes_it():
     got = mine(_manifest_resolver("auraloss"), "auraloss.perceptual", "SumAndDifference")
     assert got["input_spec"][0]["shape"][1] == 2, got["input_spec"]
     run_alone(got["code"])
+
+
+# --------------------------------------------------------------------------- issue 23, eighth step
+def _exec_closure(source: str, module: str, cls: str) -> dict:
+    """The namespace of ``cls``'s closure (a manifest source's ``module``), exec'd as the
+    synthesizer does."""
+    from curate.mine.codegen import exec_safe
+    from curate.mine.synthesize import problem_imports
+    from curate.problem import exec_source
+
+    closure = _manifest_resolver(source).closure(module, cls)
+    with problem_imports(closure.source):
+        return exec_source(exec_safe(closure.source), "curate_mined")
+
+
+def test_configurations_a_configurations_required_fields_take_are_copied_and_classvars_kept():
+    """olmo-core's ``MultimodalLM(cfg: MultimodalLMConfig)`` takes a dataclass whose required
+    fields are other configurations (``vision: VisionEncoderConfig``, ``connector:
+    VisionConnectorConfig``); names read only in annotations were not copied, so no instance
+    could be built for them. They are now, with theirs (``VisionBlockConfig``). olmo-core's
+    ``Config`` base declares ``_IGNORE_FIELDS: ClassVar[...] = ()``: without ``ClassVar`` in
+    the problem, ``dataclasses`` took it for a field with a default and every subclass with a
+    required field failed to load (``non-default argument 'lm' follows default argument``)."""
+    import dataclasses
+
+    closure = _manifest_resolver("ai2-olmo-core").closure("olmo_core.nn.vision.multimodal", "MultimodalLM")
+    for name in ("VisionEncoderConfig", "VisionConnectorConfig", "VisionBlockConfig"):
+        assert f"\nclass {name}(" in closure.source, name
+    ns = _exec_closure("ai2-olmo-core", "olmo_core.nn.vision.multimodal", "MultimodalLM")
+    fields = {f.name for f in dataclasses.fields(ns["MultimodalLMConfig"])}
+    assert {"lm", "vision", "connector"} <= fields and "_IGNORE_FIELDS" not in fields
+
+
+def test_a_configuration_annotated_with_its_base_gets_an_implementation():
+    """olmo-core's ``TransformerBlock(..., sequence_mixer: SequenceMixerConfig, feed_forward:
+    FeedForwardConfig, layer_norm: LayerNormConfig)``: the base ``SequenceMixerConfig`` leaves
+    ``build`` to implementations registered with ``@SequenceMixerConfig.register(...)`` (a
+    registry of the missing ``dataclass_extensions``), and ``FeedForwardConfig`` has a required
+    field. Every such parameter was guessed ``LayerNormConfig`` (the configuration of the file
+    with all defaults closest by name: ``LayerNormConfig.build() got an unexpected keyword
+    argument 'layer_idx'``). Now an implementation of the base is copied (its registration no
+    longer stops the file: ABCMeta's ``register`` took the name for a class), the base
+    parameter gets it, and ``FeedForwardConfig`` is built for its own parameter."""
+    ns = _exec_closure("ai2-olmo-core", "olmo_core.nn.transformer.block", "TransformerBlock")
+    from curate.mine.construct import ConstructorSearch
+
+    first = {n: v[0] for n, v in ConstructorSearch(ns["TransformerBlock"], ns).choices.items()}
+    mixer = ns[first["sequence_mixer"].cls_name]
+    assert issubclass(mixer, ns["SequenceMixerConfig"]) and mixer is not ns["SequenceMixerConfig"]
+    assert first["feed_forward"].code.startswith("FeedForwardConfig("), first
+    assert first["layer_norm"].cls_name == "LayerNormConfig"
+
+
+def test_a_named_tuple_of_parameters_is_built_from_its_fields():
+    """classy-vision's ``_EfficientNet(model_params: EfficientNetParams)`` takes a
+    ``NamedTuple`` of ``width_coefficient: float``, ``depth_coefficient: float``, ...: its fields
+    are ``__new__``'s, and under the problem's postponed annotations they are ``ForwardRef``s;
+    the coefficients were guessed 64 by their names and the network ran out of memory
+    (``constructor_failed``). They are real numbers now, and the class is kept."""
+    got = mine(_manifest_resolver("classy-vision"), "classy_vision.models.efficientnet", "_EfficientNet")
+    assert "width_coefficient=1.0" in got["code"] and "depth_coefficient=1.0" in got["code"]
+    run_alone(got["code"])
+
+
+def test_kernels_decorated_with_a_missing_package_fail_only_when_launched():
+    """native-sparse-attention-pytorch's ``SparseAttention`` calls its Triton kernels only when
+    built with ``use_triton_kernel=True``, but the kernels' ``@triton.jit`` ran when the
+    problem loaded (``import_missing: triton.jit``). Each such decorator is deferred: the file
+    loads, and launching a kernel raises the ``ImportError`` naming triton."""
+    ns = _exec_closure("native-sparse-attention-pytorch", "native_sparse_attention_pytorch.native_sparse_attention",
+                       "SparseAttention")
+    with pytest.raises(ImportError, match="triton"):
+        ns["forward_kernel_causal_and_sparse"][(1,)](torch.zeros(1))
+    got = ns["SparseAttention"](dim=32, dim_head=8, heads=2, sliding_window_size=2, compress_block_size=4,
+                                compress_block_sliding_stride=2, selection_block_size=4, num_selected_blocks=2)
+    with pytest.raises(ImportError, match="einx"):  # what its forward really needs
+        got(torch.randn(1, 16, 32))
+
+
+def test_annotations_that_say_a_number_or_a_list_outweigh_the_parameters_name():
+    """torch-geometric-temporal's ``MTGNNLayer(residual_channels: int, skip_channels: int,
+    kernel_set: list, ...)``: the names read as switches made booleans of the channel counts
+    (``empty(): ... element of type bool``) and ``kernel_set`` was a number (``object of type
+    'int' has no len()``); the ``int`` and bare ``list`` annotations now decide."""
+    from curate.mine.construct import ConstructorSearch, _annotation_names
+
+    ns = _exec_closure("torch-geometric-temporal", "torch_geometric_temporal.nn.attention.mtgnn", "MTGNNLayer")
+    first = {n: v[0] for n, v in ConstructorSearch(ns["MTGNNLayer"], ns).choices.items()}
+    assert type(first["residual_channels"]) is int and type(first["skip_channels"]) is int, first
+    assert isinstance(first["kernel_set"], list) and first["gcn_true"] is False, first
+    # ``Annotated[T, metadata]`` names T, not its metadata (audiolm-pytorch's dataset field types)
+    import ast
+
+    src = (resolve({"kind": "pypi", "name": "audiolm-pytorch", "version": "2.4.0"}, CACHE).root
+           / "audiolm_pytorch" / "trainer.py").read_text()
+    annotated = [ast.get_source_segment(src, n) for n in ast.walk(ast.parse(src))
+                 if isinstance(n, ast.Subscript) and getattr(n.value, "id", "") == "Annotated"]
+    assert annotated and all(_annotation_names(a) == ["torch", "Tensor"] for a in annotated), annotated
+
+
+def test_loguru_logging_is_a_standin_writing_through_logging(caplog):
+    """alphafold3-pytorch's ``WeightedRigidAlign`` warns through loguru's ``logger`` when its
+    SVD is ambiguous (``logger.warning(...)``): loguru is no package a problem may import, so
+    the class was ``import_missing``. The stand-in writes through ``logging`` (loguru's
+    ``str.format`` arguments applied) and the class is kept."""
+    import logging
+
+    got = mine(_manifest_resolver("alphafold3-pytorch"), "alphafold3_pytorch.alphafold3", "WeightedRigidAlign")
+    assert "# loguru: torch-only stand-ins written for curate" in got["code"]
+    run_alone(got["code"])
+    standin = _load(SHIMS / "loguru.py", "standin_loguru")
+    caplog.clear()  # the mined class's own warnings
+    with caplog.at_level(logging.DEBUG, logger="loguru"):
+        standin.logger.bind(step=1).warning("{} points for {dim} dims", 3, dim=3)
+        standin.logger.info("kept as written: {not a field")
+    assert [r.getMessage() for r in caplog.records] == ["3 points for 3 dims", "kept as written: {not a field"]
+    assert caplog.records[0].levelno == logging.WARNING

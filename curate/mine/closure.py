@@ -44,6 +44,7 @@ from curate.mine.closure_source import (
     _MESSAGE_PASSING,
     _attr_chains,
     _capitalized,
+    _dataclass_markers,
     _dynamic_getattrs,
     _global_reads,
     _import_nodes,
@@ -66,6 +67,9 @@ from curate.mine.index import Binding, FileIndex
 
 __all__ = ["MAX_CLOSURE_CHARS", "RUNTIME_MODULES", "Closure", "ClosureError", "Resolver", "module_name",
            "rename_globals"]
+
+
+_DECORATED = re.compile(r"^@\s*(\w+)", re.M)  # a top-level decorator's first name
 
 
 class Resolver(_Lookup, _LibraryRules, _Emission):
@@ -116,6 +120,9 @@ class Resolver(_Lookup, _LibraryRules, _Emission):
             configs += [c for c in self._init_configs(module, base) if c not in configs]
         for name in configs + self._passed_classes(module, class_name):
             self._try_copy(module, name, st, class_name)  # may run without it (a config built elsewhere)
+        for name in configs:
+            for where, other in self._config_implementations(module, name) + self._config_fields(module, name):
+                self._try_copy(where, other, st, class_name)
         for where, name in self._init_annotated(module, class_name) + self._attribute_providers(module, class_name):
             self._try_copy(where, name, st, class_name)
         self._auto_submodels(st, class_name)
@@ -271,14 +278,55 @@ class Resolver(_Lookup, _LibraryRules, _Emission):
                         ent = self._need_attr(module, chain, st, via=name0)
                         if ent is not None and ent[0] == "<module>":
                             st.dynamic.add(ent)
+            if stmt.kind == "class" and ("ClassVar" in stmt.code or "InitVar" in stmt.code):
+                for used in sorted(_dataclass_markers(stmt.code) - reads):
+                    self._need_name(module, used, st, via=name0)
             if stmt.kind == "class" and _MESSAGE_PASSING.search(stmt.code):
                 for used in sorted(_capitalized(stmt.code) - reads):
                     if self._typing_name(module, used):
                         self._need_name(module, used, st, via=name0)
+            if stmt.kind == "def" and "@" in stmt.code:
+                self._defer_missing_decorators(module, i, st, name0)
             if "import" in stmt.code:
                 got = self._nested_imports(module, i, st, via=name0)
                 if got is not st:
                     st.__dict__.update(got.__dict__)
+
+    def _defer_missing_decorators(self, module: str, i: int, st: _State, via: str) -> None:
+        """A definition decorated with what a missing package provides (native-sparse-attention-
+        pytorch's ``@triton.jit`` kernels, copied with the layer that calls them only when
+        ``use_triton_kernel`` is set) would stop the whole file when the decorator runs; each
+        such decorator is wrapped in the stand-in's ``deferred(lambda: ...)``, which binds the
+        definition to an object raising that ``ImportError`` when used instead. Functions
+        only: a class so decorated (incendio's ``@add_docstring``) is what the problem is
+        about, and its file still stops, as ``import_missing``."""
+        code = self.load(module).stmts[i].code
+        refs = st.refs.get(module, {})
+        # most decorators are the source's own or torch's: the tree is built only for the rest
+        if not any(refs.get(n, ("",))[0] == "<missing>" for n in _DECORATED.findall(code)):
+            return
+        try:
+            node = ast.parse(code).body[0]
+        except (SyntaxError, IndexError):
+            return
+        missing = [d for d in getattr(node, "decorator_list", ())
+                   if any(refs.get(n.id, ("",))[0] == "<missing>" for n in ast.walk(d) if isinstance(n, ast.Name))]
+        if not missing:
+            return
+        wrap = self._materialize((_SHIM + "curate.unavailable", "deferred"), "deferred", st, via)
+        lines = code.splitlines()
+        edits = st.edits.setdefault((module, i), [])
+        for d in missing:
+            text = ast.get_source_segment(code, d)
+            if text is None or d.lineno != d.end_lineno and any(
+                    isinstance(n, ast.Constant) and isinstance(n.value, str) and n.lineno != n.end_lineno
+                    for n in ast.walk(d)):
+                continue  # a multi-line string in the decorator: its lines cannot be re-indented
+            # ast's offsets count UTF-8 bytes, the edit's characters
+            col = len(lines[d.lineno - 1].encode("utf-8")[:d.col_offset].decode("utf-8", "ignore"))
+            end_col = len(lines[d.end_lineno - 1].encode("utf-8")[:d.end_col_offset].decode("utf-8", "ignore"))
+            new = f"{wrap}(lambda: {text})".split("\n")
+            edits.append((d.lineno, col, d.end_lineno, end_col, new))
 
     def _rebinding(self, module: str, idx: FileIndex, i: int, name: str, st: _State, via: str) -> bool:
         """``pad_sequence = partial(pad_sequence, batch_first=True)`` after ``from

@@ -168,6 +168,77 @@ class _LibraryRules:
             out += [h for h in hits if h not in out]
         return out
 
+    #: how deep configurations nested in configurations' fields are followed, and how many are copied
+    MAX_CONFIG_NESTING = 2
+    MAX_CONFIG_FIELDS = 6
+
+    def _config_fields(self, module: str, name: str, _depth: int = 0) -> list[tuple[str, str]]:
+        """Configuration classes that the required fields of configuration ``name`` (seen from
+        ``module``) are annotated with, and theirs in turn, as (module, name): a dataclass or
+        pydantic model whose ``block: BlockConfig`` (or ``Annotated[BlockConfig, ...]``) has no
+        default needs a ``BlockConfig`` built for it, and names read only in annotations are
+        not copied otherwise. The fields' own first, then theirs, at most
+        :attr:`MAX_CONFIG_NESTING` levels and :attr:`MAX_CONFIG_FIELDS` classes."""
+        try:
+            ent = self.locate(module, name)
+        except (ClosureError, RecursionError):
+            return []
+        if ent is None or ent[0] in _IMPORTS or ent[0].startswith(_SHIM) or ent[0].startswith("<"):
+            return []
+        idx = self.load(ent[0])
+        info = idx.classes.get(ent[1]) if idx is not None else None
+        if info is None:
+            return []
+        code = idx.stmts[info.stmt].code
+        if not re.search(r"^\s+\w+\s*:\s*[^=\n]*(Config|Args|Cfg|Params)\b[^=\n]*$", code, re.M):
+            return []  # cheap test first: no required field annotated with a configuration
+        try:
+            tree = ast.parse(code)
+        except SyntaxError:
+            return []
+        body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.ClassDef) else []
+        out: list[tuple[str, str]] = []
+        for stmt in body:
+            if not (isinstance(stmt, ast.AnnAssign) and stmt.value is None and isinstance(stmt.target, ast.Name)):
+                continue
+            names = [n.id for n in ast.walk(stmt.annotation) if isinstance(n, ast.Name)]
+            names += [w for n in ast.walk(stmt.annotation) if isinstance(n, ast.Constant)
+                      and isinstance(n.value, str) for w in re.findall(r"[A-Za-z_]\w*", n.value)]
+            for field_cls in names:
+                if not re.search(r"(Config|Args|Cfg|Params)$", field_cls) or field_cls == ent[1]:
+                    continue
+                try:
+                    got = self.locate(ent[0], field_cls)
+                except (ClosureError, RecursionError):
+                    continue
+                if got is None or got[0] in _IMPORTS or got[0].startswith("<") or got in out:
+                    continue
+                out.append(got)
+        if _depth + 1 < self.MAX_CONFIG_NESTING:  # the fields' own configurations after all fields
+            for got in list(out):
+                out += [g for g in self._config_fields(got[0], got[1], _depth + 1) if g not in out]
+        return out[:self.MAX_CONFIG_FIELDS]
+
+    def _config_implementations(self, module: str, name: str) -> list[tuple[str, str]]:
+        """Up to two subclasses of configuration ``name`` (seen from ``module``) in the source,
+        as (module, name), where it leaves methods to them (``@abstractmethod``, ``raise
+        NotImplementedError``): olmo-core's blocks take ``sequence_mixer: SequenceMixerConfig``,
+        whose ``build`` only ``AttentionConfig`` and its siblings define."""
+        try:
+            ent = self.locate(module, name)
+        except (ClosureError, RecursionError):
+            return []
+        if ent is None or ent[0].startswith("<"):
+            return []
+        idx = self.load(ent[0])
+        info = idx.classes.get(ent[1]) if idx is not None else None
+        if info is None:
+            return []
+        code = idx.stmts[info.stmt].code
+        if "raise NotImplementedError" not in code and "abstractmethod" not in code:
+            return []
+        return self._subclasses(ent[1], ent[0])[:2]
+
     def _init_annotated(self, module: str, class_name: str) -> list[tuple[str, str]]:
         """Classes of the source that the class's required ``__init__`` parameters are annotated
         with (``manifold: Manifold``, ``scheduler: "SchedulerSDE"``), as (module, name): the
@@ -282,12 +353,17 @@ class _LibraryRules:
             for f in sorted(path.parent.glob("*.py"))[:50]:
                 if f.name != "__init__.py":
                     self.load(f"{package}.{f.stem}" if package else f.stem)
+                elif package:  # the package's own file (olmo-core's ``AttentionConfig``)
+                    self.load(package)
         out = []
+        # a generic base (``SequenceMixerConfig["SequenceMixer"]``) is indexed as no name
+        generic = re.compile(rf"^class \w+\([^)]*?(?<![\w.]){re.escape(name)}\[", re.M)
         for mod, fi in sorted(self.indexes.items()):
             if fi is None:
                 continue
             out += [(mod, c) for c, info in fi.classes.items()
-                    if any(b.rsplit(".", 1)[-1] == name for b in info.bases)
+                    if (any(b.rsplit(".", 1)[-1] == name for b in info.bases)
+                        or "" in info.bases and generic.search(fi.stmts[info.stmt].code))
                     and not re.search(r"Base|Abstract|Mixin|Interface", c)]
         return out
 

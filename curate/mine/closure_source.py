@@ -39,6 +39,19 @@ def _global_reads(code: str) -> tuple[frozenset[str], bool]:
     return frozenset(reads), True
 
 
+_DATACLASS_MARKER = re.compile(r"^\s+\w+\s*:\s*[\"']?(?:(\w+)\.)?(ClassVar|InitVar)\b", re.M)
+
+
+def _dataclass_markers(code: str) -> frozenset[str]:
+    """The names a class statement's ``x: ClassVar[...]`` / ``y: InitVar[...]`` annotations
+    start with (``ClassVar``, or ``typing`` of ``typing.ClassVar``): annotations are no reads
+    (:func:`_global_reads`), but ``dataclasses`` resolves these in the module's namespace, also
+    under ``from __future__ import annotations``, to tell a class attribute from a field;
+    without the name a dataclass gains a field with a default (olmo-core's ``Config``:
+    ``_IGNORE_FIELDS: ClassVar[...] = ()``) and a subclass's required field cannot follow it."""
+    return frozenset(m.group(1) or m.group(2) for m in _DATACLASS_MARKER.finditer(code))
+
+
 _MODULE_DICT = re.compile(r"\bsys\.modules\[[^\[\]]+\]\.__dict__")
 _CLASS_FILE = re.compile(r"(?<![\w.])inspect\.(getfile|getsourcelines)\(")
 _CLASS_FILE_SAFE = {

@@ -11,6 +11,7 @@ import inspect
 import linecache
 import re
 import time
+import typing
 import warnings
 from typing import Any
 
@@ -58,6 +59,11 @@ def _init_signature(cls: type) -> list[tuple[str, inspect.Parameter]]:
     """The constructor parameters of ``cls``: those of the first ``__init__`` in its MRO that
     names any, less what an ``__init__(*args, **kwargs)`` below it passes itself (torch's
     ``GRU`` gives ``RNNBase`` its ``mode``)."""
+    new = cls.__dict__.get("__new__")
+    if cls.__init__ is object.__init__ and inspect.isfunction(getattr(new, "__func__", new)):
+        # a ``NamedTuple`` (classy-vision's ``EfficientNetParams``): its fields are ``__new__``'s
+        params = list(inspect.signature(cls.__new__).parameters.items())[1:]
+        return [(n, p) for n, p in params if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     given, keywords = 0, set()
     for klass in cls.__mro__:
         init = klass.__dict__.get("__init__")
@@ -78,6 +84,31 @@ def _init_signature(cls: type) -> list[tuple[str, inspect.Parameter]]:
         passed, named = _passed_to_parent(init)
         given, keywords = given + passed, keywords | named
     return []
+
+
+def _annotation_names(ann: Any) -> list[str]:
+    """The names an annotation mentions, in order: the words of one written as a string, a
+    class's name, and those of the arguments of ``Optional[...]``, ``X | None``,
+    ``Annotated[X, ...]`` and other generic aliases (a ``ForwardRef``'s text)."""
+    if isinstance(ann, str):
+        try:  # ``"Annotated[BlockConfig, Shared]"``: the type, not its metadata
+            tree = ast.parse(ann, mode="eval").body
+        except SyntaxError:
+            return re.findall(r"[A-Za-z_]\w*", ann)
+        if isinstance(tree, ast.Subscript) and ast.unparse(tree.value).split(".")[-1] == "Annotated":
+            first = tree.slice.elts[0] if isinstance(tree.slice, ast.Tuple) else tree.slice
+            return _annotation_names(ast.unparse(first))
+        return re.findall(r"[A-Za-z_]\w*", ann)
+    if typing.get_origin(ann) is typing.Annotated:
+        return _annotation_names(typing.get_args(ann)[0])
+    if isinstance(ann, type):
+        return [ann.__name__]
+    if isinstance(ann, typing.ForwardRef):
+        return re.findall(r"[A-Za-z_]\w*", ann.__forward_arg__)
+    out: list[str] = []
+    for arg in typing.get_args(ann):
+        out += [w for w in _annotation_names(arg) if w not in out]
+    return out
 
 
 def _key(kwargs: dict[str, Any]) -> str:
@@ -402,8 +433,7 @@ class ConstructorSearch:
         (``manifold: Manifold``, ``scheduler: "NoiseScheduler"``), each built by a short search
         of its own; for a class whose methods raise ``NotImplementedError`` (a base left to
         subclasses), its subclasses in the file first. At most two."""
-        ann = p.annotation
-        words = re.findall(r"[A-Za-z_]\w*", ann) if isinstance(ann, str) else [getattr(ann, "__name__", "")]
+        words = _annotation_names(p.annotation)
         out: list[Expr] = []
         for word in words:
             target = self.ns.get(word)

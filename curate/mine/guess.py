@@ -158,6 +158,8 @@ def _annotation_text(param: inspect.Parameter) -> str:
     ann = param.annotation
     if ann is inspect.Parameter.empty:
         return ""
+    if isinstance(ann, typing.ForwardRef):  # a ``NamedTuple``'s field under postponed annotations
+        return ann.__forward_arg__
     return ann if isinstance(ann, str) else getattr(ann, "__name__", str(ann))
 
 
@@ -218,11 +220,22 @@ def _config_for(name: str, ann: str, ns: dict[str, Any], owner: type) -> type | 
     configs = config_classes(ns)
     if not configs:
         return None
-    for word in re.findall(r"[A-Za-z_]\w*", ann):
+    words = re.findall(r"[A-Za-z_]\w*", ann)
+    for word in words:
         for c in configs:
             if c.__name__ == word:
                 return c
-    if not re.search(_CONFIG_RE, name.lower()) and "config" not in ann.lower():
+    # a class of the problem file that is no such configuration (one with required fields, or a
+    # base its implementations derive from: olmo-core's ``sequence_mixer: SequenceMixerConfig``):
+    # one of its subclasses that is, else none here (the class is built for it by the
+    # constructor search, ``ConstructorSearch._annotated_instances``)
+    named = [ns[w] for w in words if isinstance(ns.get(w), type) and ns[w].__module__ == owner.__module__
+             and not issubclass(ns[w], nn.Module)]
+    if named:
+        configs = [c for c in configs if any(issubclass(c, k) for k in named)]
+        if not configs:
+            return None
+    elif not re.search(_CONFIG_RE, name.lower()) and "config" not in ann.lower():
         return None
     if ann and not any(w in ann for w in ("Config", "config", "Args", "Namespace", "Any")):
         return None
@@ -333,7 +346,9 @@ def guess(name: str, param: inspect.Parameter, cls: type, ns: dict[str, Any]) ->
         return _wrapped_choices(cls.__name__)
     if re.search(_MODULE_RE, low) or re.search(r"\bmodule\b|nn\.module|callable", ann_l):
         return MODULE_CHOICES + ACT_CHOICES[:1]
-    if ann_l == "bool" or re.search(_BOOL_RE, low):
+    # a name that reads as a switch but an annotation that says a number (torch-geometric-temporal's
+    # ``residual_channels: int``) is the number
+    if ann_l == "bool" or re.search(_BOOL_RE, low) and ann_l not in ("int", "float", "str"):
         return [False, True]
     if _str_annotation(ann_l) or re.search(r"(mode|type|kind|method|name|pool|"
                                                                     r"padding_mode|reduction|style)$", low):
@@ -356,7 +371,8 @@ def guess(name: str, param: inspect.Parameter, cls: type, ns: dict[str, Any]) ->
         return [1.0, 0.5]
     if re.fullmatch(r"spatial_dims?|n_?dims?|ndims?|num_dims|dimensions|n_spatial_dims|conv_dims?|dim_spatial", low):
         return [2, 3, 1]  # a count of spatial dimensions (monai's spatial_dims): 2-D first
-    if (re.search(_SHAPE_RE, low) and ann_l != "int") or re.search(r"(tuple|list|sequence|iterable)\[", ann_l):
+    if (re.search(_SHAPE_RE, low) and ann_l != "int") or re.search(r"(tuple|list|sequence|iterable)\[", ann_l) \
+            or ann_l in ("list", "tuple", "sequence", "iterable"):  # a bare ``kernel_set: list``
         if re.search(r"hidden_sizes|channels_list|widths|features_list|dims$", low):
             return [[C, C], [C, 2 * C, 4 * C, 8 * C], C]
         return [[C], (C, HW, HW), [HW, HW], C]

@@ -59,6 +59,7 @@ STAND_INS: dict[str, str] = {
     "wrapt": "wrapt.py",
     "tqdm": "tqdm.py",
     "tqdm.auto": "tqdm.py",
+    "loguru": "loguru.py",
     "six": "six.py",
     "distutils.version": "distutils_version.py",
     "huggingface_hub": "huggingface_hub.py",

@@ -10,7 +10,8 @@ simply false; calling one raises. A class of the file with a placeholder among i
 mixin from another package) is built as usual: only the placeholder's own methods are
 missing. Its ``__version__`` is a high version string, so import-time checks (diffusers'
 ``version.parse(PIL.__version__) >= ...``) take the branch written for current releases
-instead of failing the whole file.
+instead of failing the whole file. A definition decorated with a placeholder is bound by
+:func:`deferred` to an object that raises only when used.
 """
 
 from abc import ABCMeta
@@ -25,6 +26,14 @@ class _UnavailableMeta(ABCMeta):
             raise AttributeError(attr)
         return unavailable(f"{cls.__name__}.{attr}")
 
+    def register(cls, *args, **kwargs):
+        # a missing registry's decorator factory (olmo-core's configurations derive from
+        # dataclass_extensions' ``Registrable``: ``@SequenceMixerConfig.register("default")``),
+        # not ABCMeta's virtual subclasses: the class decorated is kept, unregistered
+        if len(args) == 1 and not kwargs and isinstance(args[0], type):
+            return super().register(args[0])
+        return lambda registered: registered
+
     def __call__(cls, *args, **kwargs):
         if "_curate_placeholder" not in cls.__dict__:  # a class of the file with a placeholder base
             return super().__call__(*args, **kwargs)
@@ -34,3 +43,39 @@ class _UnavailableMeta(ABCMeta):
 def unavailable(name):
     """A placeholder for module (or module attribute) ``name``."""
     return _UnavailableMeta(name, (), {"_curate_placeholder": True})
+
+
+class _Deferred:
+    """What a definition decorated with a placeholder (``@triton.jit``,
+    ``@triton.autotune(configs=[triton.Config(...)])``) is bound to: using it (a call, a
+    launch grid ``kernel[grid]``, an attribute) raises the ``ImportError`` decorating it
+    raised."""
+
+    def __init__(self, message):
+        self._message = message
+
+    def __call__(self, *args, **kwargs):
+        raise ImportError(self._message)
+
+    def __getitem__(self, item):
+        raise ImportError(self._message)
+
+    def __getattr__(self, attr):
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        raise ImportError(self._message)
+
+
+def deferred(decorator):
+    """A decorator applying ``decorator()`` (the original decorator expression, given as a
+    thunk) and, where that raises ``ImportError`` (it uses a package a problem cannot import),
+    binding the definition to a :class:`_Deferred` instead: the file loads, and only code that
+    uses the definition (a Triton kernel a layer calls when told to) fails, as
+    ``import_missing``."""
+    def apply(obj):
+        try:
+            return decorator()(obj)
+        except ImportError as exc:
+            return _Deferred(str(exc))
+    return apply
+
