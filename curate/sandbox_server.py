@@ -58,7 +58,8 @@ class _Server:
         while True:
             if os.getppid() != self.parent:
                 self.shutdown()
-            fds = [self.ctl.fileno(), self.wake_r] + list(self.by_fd)
+            watched = dict(self.by_fd)  # what each ready fd meant when select saw it
+            fds = [self.ctl.fileno(), self.wake_r] + list(watched)
             try:
                 ready, _, _ = select.select(fds, [], [], _POLL_S)
             except InterruptedError:
@@ -78,14 +79,25 @@ class _Server:
                 if not msg:
                     self.shutdown()  # the caller is gone
                 self.spawn(fds_in)
-            for fd in [f for f in ready if f in self.by_fd]:
-                pid = self.by_fd.pop(fd)  # watched no more: one kill, then the reaping reports
-                try:
-                    self.tasks[pid].recv_bytes()  # b"K": kill
-                except (EOFError, OSError):
-                    pass  # the caller closed the task: kill it too
-                _kill_group(pid)
+            self.kill_requested(ready, watched)
             self.reap()
+
+    def kill_requested(self, ready: list[int], watched: dict[int, int]) -> None:
+        """Kill the tasks whose control connection was readable at the select (a kill request,
+        or the caller closed it). A task reaped since then freed its fd, and a task spawned since
+        may have been given the same number: only an fd that still belongs to the task it
+        belonged to at the select is read (reading the new task's would block until the caller
+        asks to kill it, while the caller waits to send its next task: both stuck)."""
+        for fd in ready:
+            pid = watched.get(fd)
+            if pid is None or self.by_fd.get(fd) != pid:
+                continue
+            del self.by_fd[fd]  # watched no more: one kill, then the reaping reports
+            try:
+                self.tasks[pid].recv_bytes()  # b"K": kill
+            except (EOFError, OSError):
+                pass  # the caller closed the task: kill it too
+            _kill_group(pid)
 
     def spawn(self, fds_in: list[int]) -> None:
         if len(fds_in) != 2:
