@@ -25,7 +25,7 @@ Reasons a problem fails (``reason`` of the result; ``None`` when it passes):
                         named tuple, a dict, a dataclass, None)
 ``non_finite_output``   the output holds NaN or infinity: no candidate can match it
 ``non_deterministic``   the reference run twice on the same inputs disagrees with itself
-                        (beyond :data:`DEFAULT_SAME_TOL`: last-bit GPU differences pass)
+                        (beyond measure's determinism tolerance: last-bit GPU differences pass)
 ``seed_unstable``       two builds under the same seed disagree (weights drawn at the first
                         forward, as lazy modules do, or from an unseeded generator)
 ``reference_warns``     the reference warns about its own misuse (see :func:`misuse_warning`:
@@ -36,8 +36,8 @@ Reasons a problem fails (``reason`` of the result; ``None`` when it passes):
 The sandbox adds ``timeout``, ``memory`` and ``crash`` when the check runs in a worker
 (:func:`check_task`). Untrusted code: call :func:`check` only inside an isolated process.
 
-Imports only torch and the standard library: GPU machines run it without curate's other
-dependencies.
+Imports only torch, the standard library and curate's torch-only output checks: GPU machines
+run it without curate's other dependencies.
 """
 
 from __future__ import annotations
@@ -51,6 +51,8 @@ import warnings
 from typing import Any, Iterator
 
 import torch
+
+from curate.measure import checks
 
 #: Every reason :func:`check` returns, in the order the steps run.
 REASONS = ("exec_fails", "init_fails", "inputs_fail", "forward_fails", "non_tensor_output",
@@ -140,22 +142,14 @@ def _prepare(inputs: Any, dev: torch.device) -> list[Any]:
     return out
 
 
-#: (rtol, atol) within which two runs of the reference count as the same output. Bit equality
-#: is too strict on a GPU: kernels that accumulate with atomics (scatter_add, index_add, some
-#: cuDNN convolutions) differ run to run in the last bits (8e-7 on 30 of 6,312 rows of an H200
-#: run), far inside any harness's correctness tolerance (KernelBench: 1e-2). Dropout left in
-#: training mode and unseeded random ops differ by far more.
-SAME_TOL = {torch.float16: (1e-2, 1e-2), torch.bfloat16: (1e-2, 1e-2)}
-DEFAULT_SAME_TOL = (1e-4, 1e-4)
-
-
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
-    if a.shape != b.shape or a.dtype != b.dtype:
-        return False
-    if not (a.is_floating_point() or a.is_complex()):
-        return bool(torch.equal(a, b))
-    rtol, atol = SAME_TOL.get(a.dtype, DEFAULT_SAME_TOL)
-    return bool(torch.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True))
+    """Whether two runs of the reference give the same output, within measure's determinism
+    tolerance (:data:`curate.measure.checks.SAME_TOL`: 1e-4, 1e-2 for half types), not bit for
+    bit: kernels that accumulate with atomics (scatter_add, index_add, some cuDNN convolutions)
+    differ run to run in the last bits on a GPU (8e-7 on 30 of 6,312 rows of an H200 run), far
+    inside any harness's correctness tolerance; dropout left in training mode and unseeded random
+    ops differ by far more."""
+    return checks.close(a, b)
 
 
 def check(code: str, device: str = "cpu", trials: int = 3, seed: int = 42) -> dict[str, Any]:

@@ -363,7 +363,8 @@ def synthesize_task(closure_source: str, class_name: str, doc: str, budget_s: fl
 #: key): the synthesizer, its guesses and configuration globals, the loader and the sandbox.
 _SYNTHESIS_FILES = ("mine/synthesize.py", "mine/construct.py", "mine/construct_source.py", "mine/inputs.py",
                     "mine/forward_analysis.py", "mine/repairs.py", "mine/checks.py", "mine/codegen.py",
-                    "mine/errors.py", "mine/guess.py", "mine/configs.py", "problem.py", "sandbox.py", "conform.py")
+                    "mine/errors.py", "mine/guess.py", "mine/configs.py", "problem.py", "sandbox.py", "conform.py",
+                    "measure/checks.py")
 
 
 def synthesis_version() -> str:
