@@ -101,9 +101,15 @@ class _LibraryRules:
     def _needs_backend(self, ent: Entity) -> bool:
         """Whether class ``ent`` asks transformers for another package when built
         (``requires_backends(self, "timm")``): a problem cannot have it."""
+        code = self._class_code(ent)
+        return code is not None and "requires_backends(" in code
+
+    def _class_code(self, ent: Entity) -> str | None:
+        """The source of class ``ent``'s statement, or None where its module's index has no
+        such class."""
         idx = self.load(ent[0])
         info = idx.classes.get(ent[1]) if idx is not None else None
-        return info is not None and "requires_backends(" in idx.stmts[info.stmt].code
+        return idx.stmts[info.stmt].code if info is not None else None
 
     def _passed_classes(self, module: str, class_name: str) -> list[str]:
         """Classes of the module that its own code passes to ``class_name`` (the factories
@@ -185,11 +191,9 @@ class _LibraryRules:
             return []
         if ent is None or ent[0] in _IMPORTS or ent[0].startswith(_SHIM) or ent[0].startswith("<"):
             return []
-        idx = self.load(ent[0])
-        info = idx.classes.get(ent[1]) if idx is not None else None
-        if info is None:
+        code = self._class_code(ent)
+        if code is None:
             return []
-        code = idx.stmts[info.stmt].code
         if not re.search(r"^\s+\w+\s*:\s*[^=\n]*(Config|Args|Cfg|Params)\b[^=\n]*$", code, re.M):
             return []  # cheap test first: no required field annotated with a configuration
         try:
@@ -230,11 +234,9 @@ class _LibraryRules:
             return []
         if ent is None or ent[0].startswith("<"):
             return []
-        idx = self.load(ent[0])
-        info = idx.classes.get(ent[1]) if idx is not None else None
-        if info is None:
+        code = self._class_code(ent)
+        if code is None:
             return []
-        code = idx.stmts[info.stmt].code
         if "raise NotImplementedError" not in code and "abstractmethod" not in code:
             return []
         return self._subclasses(ent[1], ent[0])[:2]

@@ -301,13 +301,20 @@ def _named_shape(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
     return out
 
 
-def _class_target(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+def _scores_and_target(specs: Specs) -> tuple[list[int], list[int]] | None:
+    """A loss's tensor inputs and the shape of the first (the scores, [batch, classes, ...]),
+    or None where there is no second tensor to be the target or the scores have no class axis."""
     tensors = _tensors(specs)
-    if len(tensors) < 2:
+    if len(tensors) < 2 or len(specs[tensors[0]]["shape"]) < 2:
+        return None
+    return tensors, specs[tensors[0]]["shape"]
+
+
+def _class_target(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+    found = _scores_and_target(specs)
+    if found is None:
         return []
-    x = specs[tensors[0]]["shape"]
-    if len(x) < 2:
-        return []
+    tensors, x = found
     t = {"kind": "index", "shape": [x[0]] + x[2:], "high": x[1], "dtype": "int64"}
     # the input guessed as integers after the scores is the target, else the one after them
     # (``loss(logits, features, target)``: the features stay real)
@@ -323,12 +330,10 @@ def _target_shapes(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
     the target (the first integer input after the scores, else the last input) as class indices
     of the size the message writes, then [batch, *spatial] below the scores' axis-1 count (torch's
     [N, C, d1, ...] convention), then one class per sample [batch]."""
-    tensors = _tensors(specs)
-    if len(tensors) < 2:
+    found = _scores_and_target(specs)
+    if found is None:
         return []
-    x = specs[tensors[0]]["shape"]
-    if len(x) < 2:
-        return []
+    tensors, x = found
     t = next((i for i in tensors[1:] if specs[i]["kind"] == "index"), tensors[-1])
     shapes: list[tuple[list[int], int]] = []
     said = re.search(r"target size \[([\d, ]+)\]", m.string)
