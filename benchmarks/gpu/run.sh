@@ -29,10 +29,10 @@ case "${1:-}" in
     python3 -m pytest -q -p no:cacheprovider tests/test_timing.py tests/test_gpu_lock.py \
       tests/test_measure_faults.py tests/test_verifier.py tests/test_measure_multigpu.py \
       tests/test_verify_multigpu.py tests/test_sandbox_server_warmup.py tests/test_measure_dynamic.py \
-      2>&1 | tee "$OUT/pytest-gpu.txt" | tail -40 ;;
+      tests/test_measure_autotune.py 2>&1 | tee "$OUT/pytest-gpu.txt" | tail -40 ;;
   tests-a)
     python3 -m pytest -q -p no:cacheprovider tests/test_measure_faults.py tests/test_gpu_lock.py \
-      2>&1 | tee "$OUT/pytest-gpu-a.txt" | tail -40 ;;
+      tests/test_measure_autotune.py 2>&1 | tee "$OUT/pytest-gpu-a.txt" | tail -40 ;;
   tests-b)
     python3 -m pytest -q -p no:cacheprovider tests/test_timing.py tests/test_verifier.py \
       tests/test_measure_multigpu.py tests/test_verify_multigpu.py tests/test_sandbox_server_warmup.py \

@@ -204,7 +204,8 @@ def measure_problem(code: str, input_spec: list | None = None, init_args: list |
                     stop_on_reject: bool = True, name: str = "problem", profile: bool | None = None,
                     cuda_graph: str = "auto", precompile: dict | None = None,
                     suspicious_speedup: float = SUSPICIOUS_SPEEDUP, conform: bool = False,
-                    conform_trials: int = 2, dynamic_dims: list | None = None) -> dict[str, Any]:
+                    conform_trials: int = 2, dynamic_dims: list | None = None,
+                    autotune_ms: float | None = None) -> dict[str, Any]:
     """Check and time one KernelBench-format problem on ``device``.
 
     Args:
@@ -240,6 +241,10 @@ def measure_problem(code: str, input_spec: list | None = None, init_args: list |
             variants of one base problem differ, so that they share one compiled graph; a
             graph that fails so is compiled static. The result's ``compile_dynamic`` says
             which one was timed.
+        autotune_ms: cap, in ms, on the benchmark of each configuration when TorchInductor
+            autotunes a kernel at its first call (:mod:`curate.measure.autotune`); None:
+            Inductor's own (25 ms on torch 2.11). The result's ``autotune_ms`` is the cap in
+            force.
     Returns:
         dict with ``reason`` (None when the problem passed), ``detail``, ``flags``, ``notes``,
         ``fatal``, ``device``, ``gpu``, ``torch_version``, ``eager`` and ``compile`` (timing
@@ -283,6 +288,11 @@ def measure_problem(code: str, input_spec: list | None = None, init_args: list |
             "cuda_graph": cuda_graph if dev.type == "cuda" else "off", "precompile": precompile,
             "suspicious_speedup": suspicious_speedup, "conform": conform, "conform_trials": conform_trials,
             "dynamic_dims": dynamic_dims}
+    if inductor:
+        from curate.measure.autotune import cap_benchmark_ms
+
+        # applied, or undone, per task: a persistent worker may serve tasks of either setting
+        res["autotune_ms"] = autotune_ms if cap_benchmark_ms(autotune_ms) else None
 
     def flag(reason: str, detail: str) -> None:
         res["flags"].append(reason)

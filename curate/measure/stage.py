@@ -143,7 +143,7 @@ def run(sr: StageRun, device: str, inductor: bool | None, min_ms: float, max_ms:
         budget_s: float | None, mem_mb: int, compile_workers: int | None,
         gpu_mem_fraction: float | None, cuda_graph: str, profile: bool | None,
         inductor_cache: str | None, band: bool, conform: bool, min_shapes: int, executor: str,
-        ray_address: str | None, dynamic_shapes: bool) -> dict[str, Any]:
+        ray_address: str | None, dynamic_shapes: bool, autotune_ms: float | None) -> dict[str, Any]:
     """Measure ``OUT/diversify`` (or ``source``) into ``OUT/measure``; return the stage stats.
 
     Options (:class:`curate.measure.options.MeasureOptions`):
@@ -196,6 +196,9 @@ def run(sr: StageRun, device: str, inductor: bool | None, min_ms: float, max_ms:
             Inductor's FX-graph cache instead of each compiling its own;
             ``compile_dynamic`` says per row whether the timed graph had symbolic sizes. Rows
             are measured primaries first, so the variants find their graph compiled.
+        autotune_ms: CUDA, with Inductor: cap on the benchmark of each configuration when
+            TorchInductor autotunes a kernel (:mod:`curate.measure.autotune`); None:
+            Inductor's own.
     Raises:
         ValueError: bad ``device`` (see :func:`resolve_device`) or ``executor``; a CUDA run
             on a Ray cluster without GPUs.
@@ -221,6 +224,9 @@ def run(sr: StageRun, device: str, inductor: bool | None, min_ms: float, max_ms:
                 "trials": trials, "warmup": warmup, "budget_s": budget_s, "timeout_s": timeout_s,
                 "cuda_graph": cuda_graph, "profile": profile, "gpu_mem_fraction": gpu_mem_fraction,
                 "conform": conform, "dynamic_shapes": dynamic_shapes}
+    if autotune_ms is not None:
+        # only when set: journals written before the option existed stay valid
+        settings["autotune_ms"] = autotune_ms
     journal = sr.journal(settings)
     jobs: list[tuple[int, str, dict[str, Any]]] = []  # row index, journal key, task
     dynamic = dynamic_dims_by_row(rows) if dynamic_shapes and cuda and inductor else {}
@@ -254,7 +260,7 @@ def run(sr: StageRun, device: str, inductor: bool | None, min_ms: float, max_ms:
                     device="cuda" if cuda else "cpu", inductor=inductor, trials=trials,
                     warmup=warmup, min_ms=min_ms, max_ms=max_ms, budget_s=budget_s,
                     cuda_graph=cuda_graph, profile=profile, name=str(row.get("problem_id") or i),
-                    conform=conform)
+                    conform=conform, autotune_ms=autotune_ms if cuda and inductor else None)
         if i in dynamic:
             task["dynamic_dims"] = dynamic[i]
         jobs.append((i, key, task))
