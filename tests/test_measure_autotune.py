@@ -69,10 +69,12 @@ def test_measure_applies_the_cap_per_task_and_undoes_it(monkeypatch):
     assert res["autotune_ms"] is None and cls.benchmark_gpu is own
 
 
-SOFTMAX_SPEC = [{"kind": "tensor", "shape": [4096, 1000], "dtype": "float32"}]
-SOFTMAX = assemble("import torch\nfrom torch import nn\n\n\nclass Model(nn.Module):\n"
-                   "    def forward(self, x):\n        return torch.softmax(x * 2.0, dim=-1)\n",
-                   SOFTMAX_SPEC, [])
+# a one-dimensional pointwise kernel: Inductor gives it two configurations to autotune
+# (torch 2.11 ``triton_heuristics.pointwise``); a softmax's persistent reduction got one
+POINTWISE_SPEC = [{"kind": "tensor", "shape": [4096, 4096], "dtype": "float32"}]
+POINTWISE = assemble("import torch\nfrom torch import nn\n\n\nclass Model(nn.Module):\n"
+                     "    def forward(self, x):\n        return torch.relu(x) * 2.0 + 1.0\n",
+                     POINTWISE_SPEC, [])
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU")
@@ -95,7 +97,7 @@ def test_inductors_own_autotuning_on_the_gpu_runs_under_the_cap(monkeypatch, tmp
     # an empty cache: a kernel found autotuned in the cache is not benchmarked again
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
     monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "triton"))
-    res = core.measure_problem(SOFTMAX, SOFTMAX_SPEC, [], device="cuda", inductor=True, trials=10,
+    res = core.measure_problem(POINTWISE, POINTWISE_SPEC, [], device="cuda", inductor=True, trials=10,
                                warmup=2, autotune_ms=5.0)
     assert res["reason"] is None, res["detail"]
     assert seen, "Inductor autotuned nothing: the test's kernel no longer has several configurations"
