@@ -99,6 +99,29 @@ def test_stage_times_good_problems_and_rejects_bad_ones(tmp_path):
     assert not (out / "measure" / "_journal.jsonl").exists()
 
 
+def test_gpu_busy_share_marks_host_bound_rows():
+    from curate.measure.stage import result_columns
+
+    def result(gpu_us, eager_ms):
+        prof = None if gpu_us is None else {"library_share": 0.0, "kernels": 40, "gpu_us": gpu_us,
+                                            "library_us": 0.0, "top": []}
+        return {"eager": {"median_ms": eager_ms, "n": 20}, "profile": prof}
+
+    # 0.2 ms of kernels in a 1 ms forward: host-bound
+    assert result_columns(result(200.0, 1.0))["gpu_busy_share"] == pytest.approx(0.2)
+    # the profiled call runs with a warm L2, the timed ones after a flush: capped at 1
+    assert result_columns(result(1500.0, 1.0))["gpu_busy_share"] == 1.0
+    assert result_columns(result(None, 1.0))["gpu_busy_share"] is None
+    # a CPU run has no profile: the column is empty, not zero
+    res = measure_problem(*_problem_args("gelu"), device="cpu", trials=3, warmup=1)
+    assert res["profile"] is None and result_columns(res)["gpu_busy_share"] is None
+
+
+def _problem_args(name):
+    src, init, spec = GOOD[name]
+    return assemble(src, spec, init), spec, init
+
+
 def test_runtime_band(tmp_path):
     out = _diversified(tmp_path, _rows({"gelu": GOOD["gelu"]}))
     s = run(out, device="cpu", trials=5, min_ms=1e6, timeout_s=60)

@@ -25,6 +25,10 @@ set high-water mark on the CPU), ``trials`` (timed eager trials), ``measure_s``,
 ``eager_graph_ms``/``compile_graph_ms`` (CUDA-graph replay medians, for launch-bound
 problems), ``library_share`` (share of one forward's GPU time in cuBLAS/cuDNN/CUTLASS-style
 library kernels, from the profiler), ``kernels`` (GPU kernels one eager forward runs),
+``gpu_busy_share`` (the profiled forward's kernel time over the eager median, at most 1: under
+about 0.5 the row is host-bound, its time mostly Python and kernel launches, and such rows'
+medians move most from run to run: a median 41% against 3.5% for rows over 0.8, two runs on
+one H100, ``benchmarks/h100-measure-throughput.md``),
 ``compile_cache_hit`` (the measure worker's compile was an Inductor cache hit, thanks to
 compile-ahead) and ``measure_notes`` (comma-separated labels that reject nothing:
 ``retimed``, ``suspicious_speedup``, ``graph_capture_failed``).
@@ -64,7 +68,7 @@ from curate.table import Rejections, read_problems
 FLOAT_COLUMNS = ("eager_ms", "eager_mean_ms", "eager_std_ms", "eager_p10_ms", "eager_p90_ms",
                  "compile_ms", "compile_std_ms", "compile_s", "inductor_speedup",
                  "peak_mem_mb", "measure_s", "eager_cv", "compile_cv", "eager_graph_ms",
-                 "compile_graph_ms", "library_share")
+                 "compile_graph_ms", "library_share", "gpu_busy_share")
 STRING_COLUMNS = ("compile_error", "gpu", "device", "torch_version", "measure_notes", "checked_torch")
 INT_COLUMNS = ("trials", "kernels")
 
@@ -116,9 +120,18 @@ def result_columns(res: dict[str, Any]) -> dict[str, Any]:
         "eager_graph_ms": (res.get("eager_graph") or {}).get("median_ms"),
         "compile_graph_ms": (res.get("compile_graph") or {}).get("median_ms"),
         "library_share": prof.get("library_share"), "kernels": prof.get("kernels"),
+        "gpu_busy_share": _busy_share(prof.get("gpu_us"), e_ms),
         "compile_cache_hit": (cache.get("hit", 0) > 0) if cache else None,
         "measure_notes": ",".join(res.get("notes") or []) or None,
     }
+
+
+def _busy_share(gpu_us: Any, eager_ms: Any) -> float | None:
+    """Kernel time of one profiled forward (us) over the eager median (ms), capped at 1 (the
+    timed trials flush L2, the profiled call does not); None without both."""
+    if not isinstance(gpu_us, (int, float)) or not isinstance(eager_ms, (int, float)) or eager_ms <= 0:
+        return None
+    return min(1.0, max(0.0, gpu_us / 1e3 / eager_ms))
 
 
 def _typed(rows: list[dict[str, Any]], like: pl.DataFrame) -> pl.DataFrame:
