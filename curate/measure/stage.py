@@ -237,8 +237,8 @@ def run(sr: StageRun, device: str, inductor: bool | None, min_ms: float, max_ms:
                 "trials": trials, "warmup": warmup, "budget_s": budget_s, "timeout_s": timeout_s,
                 "cuda_graph": cuda_graph, "profile": profile, "gpu_mem_fraction": gpu_mem_fraction,
                 "conform": conform, "dynamic_shapes": dynamic_shapes}
-    if autotune_ms is not None:
-        # only when set: journals written before the option existed stay valid
+    if autotune_ms is not None and cuda and inductor:
+        # only where it applies: CPU journals, and those written before the option, stay valid
         settings["autotune_ms"] = autotune_ms
     journal = sr.journal(settings)
     jobs: list[tuple[int, str, dict[str, Any]]] = []  # row index, journal key, task
