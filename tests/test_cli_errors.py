@@ -87,6 +87,8 @@ def table_cases(stage: str) -> list[tuple[str, list[str], tuple[str, ...]]]:
 
 
 CASES = [(stage, *case) for stage in TABLE_STAGES for case in table_cases(stage)] + [
+    ("measure", "negative autotune cap", ["--from", "{d}/good.parquet", "--device", "cpu", "--autotune-ms", "-1"],
+     ("autotune_ms must be positive", "-1")),
     ("mine", "yaml syntax", ["{d}/yaml_syntax.manifest.yaml"], ("not valid YAML",)),
     ("mine", "unknown key", ["{d}/unknown_key.manifest.yaml"],
      ("unknown keys ['versoin']", "allowed: kind, name, version")),

@@ -65,6 +65,7 @@ class MeasureOptions:
     autotune_ms: Optional[float] = field(default=5.0, metadata={
         "help": "CUDA: cap, in ms, on TorchInductor's benchmark of each configuration when it "
                 "autotunes a kernel at its first call (Inductor's own: 25 ms; measured on an H100: "
-                "12.5% more rows an hour, Inductor medians unchanged within the run-to-run spread)."})
+                "12.5% more rows an hour, Inductor medians unchanged within the run-to-run spread); 0 keeps "
+                "Inductor's own."})
     conform: bool = field(default=True, metadata={
         "help": "Run each problem as a KernelBench-style harness does first (a failure rejects it)."})

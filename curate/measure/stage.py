@@ -210,10 +210,11 @@ def run(sr: StageRun, device: str, inductor: bool | None, min_ms: float, max_ms:
             ``compile_dynamic`` says per row whether the timed graph had symbolic sizes. Rows
             are measured primaries first, so the variants find their graph compiled.
         autotune_ms: CUDA, with Inductor: cap on the benchmark of each configuration when
-            TorchInductor autotunes a kernel (:mod:`curate.measure.autotune`); None:
+            TorchInductor autotunes a kernel (:mod:`curate.measure.autotune`); None or 0:
             Inductor's own.
     Raises:
-        ValueError: bad ``device`` (see :func:`resolve_device`) or ``executor``; a CUDA run
+        ValueError: bad ``device`` (see :func:`resolve_device`), ``executor`` or
+            ``autotune_ms`` (negative); a CUDA run
             on a Ray cluster without GPUs.
         RuntimeError: ``executor="ray"`` without the ray package.
         FileNotFoundError: no input table.
@@ -237,6 +238,9 @@ def run(sr: StageRun, device: str, inductor: bool | None, min_ms: float, max_ms:
                 "trials": trials, "warmup": warmup, "budget_s": budget_s, "timeout_s": timeout_s,
                 "cuda_graph": cuda_graph, "profile": profile, "gpu_mem_fraction": gpu_mem_fraction,
                 "conform": conform, "dynamic_shapes": dynamic_shapes}
+    if autotune_ms is not None and autotune_ms < 0:
+        raise ValueError(f"autotune_ms must be positive, or 0 for Inductor's own, got {autotune_ms}")
+    autotune_ms = autotune_ms or None  # 0: Inductor's own benchmarks
     if autotune_ms is not None and cuda and inductor:
         # only where it applies: CPU journals, and those written before the option, stay valid
         settings["autotune_ms"] = autotune_ms
