@@ -31,7 +31,7 @@ class MeasureOptions:
                 "timed trials, on the two cores kept for them; else one per GPU with compile-ahead "
                 "workers. CPU timing uses 1)."})
     budget_s: Optional[float] = field(default=None, metadata={
-        "help": "Seconds of timed trials per callable; trials are cut to fit (default 0.1 s on "
+        "help": "Seconds of timed trials per callable; trials are cut to fit (default 0.05 s on "
                 "CUDA, 1 s on the CPU; at least 10 trials on CUDA, 3 on the CPU)."})
     compile_workers: Optional[int] = field(default=None, metadata={
         "help": "CUDA: compile-ahead workers per GPU that run TorchInductor compiles on spare cores "
