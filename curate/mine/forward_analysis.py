@@ -13,7 +13,7 @@ from typing import Any, Iterator
 from torch import nn
 
 from curate.mine.guess import HW, SEQ, B, C, is_int
-from curate.mine.inputs import SPATIAL
+from curate.mine.inputs import SPATIAL, in_place_of
 
 
 def _rank_shape(nd: int, ch: int) -> list[int] | None:
@@ -303,6 +303,13 @@ def _failing_op(guard: str) -> str:
     return "==" if re.match(r"(?:el)?if\s+not\b", guard or "") else "!="
 
 
+def _failed_checks(line: str, guard: str) -> tuple[tuple[str, str], ...]:
+    """The checks a failure says failed, each with the comparison that holds of the wanted
+    value: an ``assert`` on the raising ``line`` (``==``), and the ``guard`` of its ``raise``
+    (see :func:`_failing_op`)."""
+    return ((line if line.lstrip().startswith("assert") else "", "=="), (guard, _failing_op(guard)))
+
+
 _RANK_CHECK = re.compile(r"(?:\b(\w+)\.(?:ndim|dim\(\))|\blen\(\s*(\w+)\.shape\s*\))\s*(==|!=)\s*(\d)\b")
 
 
@@ -310,7 +317,7 @@ def _checked_ranks(line: str, guard: str, names: list[str]) -> dict[str, Bounds]
     """Ranks a failed check wants of inputs: ``assert x.ndim == 3`` on the raising ``line``, or
     ``if x.dim() != 4:`` as the ``guard`` of its ``raise``."""
     out: dict[str, Bounds] = {}
-    for text, wanted in ((line if line.lstrip().startswith("assert") else "", "=="), (guard, _failing_op(guard))):
+    for text, wanted in _failed_checks(line, guard):
         for m in _RANK_CHECK.finditer(text or ""):
             name = m.group(1) or m.group(2)
             if name in names and m.group(3) == wanted and 1 <= int(m.group(4)) <= 6:
@@ -326,8 +333,7 @@ def _asserted_sizes(specs: list[dict], names: list[str | None], line: str, guard
     ``DiffusionUnetDownsample``); the size an int the module holds or a number. None when the
     check compares none of the inputs' axes or they already agree."""
     out = [dict(s) for s in specs]
-    checks = ((line if line.lstrip().startswith("assert") else "", "=="), (guard, _failing_op(guard)))
-    for text, wanted in checks:
+    for text, wanted in _failed_checks(line, guard):
         for m in _COMPARED_SIZE.finditer(text or ""):
             if m.group(1):
                 name, axis, op, attr, num = m.group(1), m.group(2) or m.group(3), m.group(4), m.group(5), m.group(6)
@@ -355,7 +361,7 @@ def _alike_inputs(specs: list[dict], names: list[str | None], line: str, guard: 
     input.shape == target.shape`` with the target guessed as class ids): the second given the
     first's spec, then the first the second's (each keeps its keyword)."""
     out = []
-    for text, wanted in ((line if line.lstrip().startswith("assert") else "", "=="), (guard, _failing_op(guard))):
+    for text, wanted in _failed_checks(line, guard):
         for m in _SAME_SHAPE.finditer(text or ""):
             a, op, b = m.groups()
             if op != wanted or a not in names or b not in names or a == b:
@@ -363,8 +369,7 @@ def _alike_inputs(specs: list[dict], names: list[str | None], line: str, guard: 
             i, j = names.index(a), names.index(b)
             for src, dst in ((i, j), (j, i)):
                 spec = {k: v for k, v in specs[src].items() if k != "arg"}
-                new = [({**spec, **({"arg": s["arg"]} if "arg" in s else {})} if k == dst else s)
-                       for k, s in enumerate(specs)]
+                new = [in_place_of(spec, s) if k == dst else s for k, s in enumerate(specs)]
                 if new != specs and new not in out:
                     out.append(new)
     return out

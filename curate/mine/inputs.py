@@ -404,6 +404,12 @@ def _value_spec(name: str, param: inspect.Parameter, module: nn.Module) -> dict 
     return None
 
 
+def in_place_of(new: dict, old: dict) -> dict:
+    """A copy of input spec ``new`` to stand where ``old`` stood, keeping ``old``'s keyword
+    (its ``arg``), if it had one."""
+    return {**new, **({"arg": old["arg"]} if "arg" in old else {})}
+
+
 #: Annotations of a forward parameter that takes a plain number, and the number given.
 _NUMBER_ANNOTATIONS = {"int": SEQ, "<class 'int'>": SEQ, "float": 0.5, "<class 'float'>": 0.5}
 
@@ -414,7 +420,7 @@ def _annotated_numbers(specs: list[dict], params: list[tuple[str, inspect.Parame
     when the specs do not map one to one onto ``params``."""
     if len(specs) != len(params):
         return None
-    out = [{"kind": "value", "value": _NUMBER_ANNOTATIONS[_annotation(p)], **({"arg": s["arg"]} if "arg" in s else {})}
+    out = [in_place_of({"kind": "value", "value": _NUMBER_ANNOTATIONS[_annotation(p)]}, s)
            if s["kind"] in ("tensor", "index") and _annotation(p) in _NUMBER_ANNOTATIONS else s
            for s, (_, p) in zip(specs, params)]
     return out if out != specs else None

@@ -19,7 +19,7 @@ from torch import nn
 
 from curate.mine.forward_analysis import _einops_rank, _rank_shape, _spec_rank_ch
 from curate.mine.guess import MAX_INPUT_BYTES, SEQ, B, is_int
-from curate.mine.inputs import call
+from curate.mine.inputs import call, in_place_of
 from curate.problem import build_inputs
 
 Specs = list[dict]
@@ -271,8 +271,7 @@ def _longer_signals(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]
             continue
         new = [dict(s) for s in specs]
         for i in tensors:
-            new[i] = {"kind": "tensor", "shape": list(shape), "dtype": "float32",
-                      **({"arg": specs[i]["arg"]} if "arg" in specs[i] else {})}
+            new[i] = in_place_of({"kind": "tensor", "shape": list(shape), "dtype": "float32"}, specs[i])
         out.append(new)
     return out
 
@@ -319,7 +318,7 @@ def _class_target(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
     # the input guessed as integers after the scores is the target, else the one after them
     # (``loss(logits, features, target)``: the features stay real)
     ints = [i for i in tensors[1:] if specs[i]["kind"] == "index" and i != tensors[1]][:1]
-    return [[{**t, **({"arg": s["arg"]} if "arg" in s else {})} if i == j else s for i, s in enumerate(specs)]
+    return [[in_place_of(t, s) if i == j else s for i, s in enumerate(specs)]
             for j in ints + [tensors[1]]]
 
 
@@ -344,8 +343,7 @@ def _target_shapes(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
     shapes.append(([x[0]], x[-1] if len(x) == 3 else x[1]))
     out = []
     for shape, high in shapes:
-        target = {"kind": "index", "shape": shape, "high": high, "dtype": "int64",
-                  **({"arg": specs[t]["arg"]} if "arg" in specs[t] else {})}
+        target = in_place_of({"kind": "index", "shape": shape, "high": high, "dtype": "int64"}, specs[t])
         new = [target if i == t else s for i, s in enumerate(specs)]
         if new != specs and new not in out:
             out.append(new)
@@ -385,8 +383,8 @@ def _float_values(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
     ints = [i for i, s in enumerate(specs) if s["kind"] == "index"]
 
     def floated(which: list[int]) -> Specs:
-        return [{"kind": "tensor", "shape": list(s["shape"]), "dtype": "float32",
-                 **({"arg": s["arg"]} if "arg" in s else {})} if i in which else s for i, s in enumerate(specs)]
+        return [in_place_of({"kind": "tensor", "shape": list(s["shape"]), "dtype": "float32"}, s)
+                if i in which else s for i, s in enumerate(specs)]
     out = [floated(ints)] if ints else []
     return out + [floated([i]) for i in ints if len(ints) > 1]
 
@@ -405,10 +403,9 @@ def _numbers(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
     tensors = _tensors(specs)
     if not tensors:
         return []
-    keep = ("arg",)
 
     def number(s: dict) -> dict:
-        return {"kind": "value", "value": SEQ, **{k: s[k] for k in keep if k in s}}
+        return in_place_of({"kind": "value", "value": SEQ}, s)
     every = [number(s) if i in tensors else s for i, s in enumerate(specs)]
     first = [number(s) if i == tensors[0] else s for i, s in enumerate(specs)]
     return [every] + ([first] if first != every else [])

@@ -200,14 +200,15 @@ def find_inputs(module: nn.Module, kwargs: dict[str, Any], budget_s: float,
                        + _warning_repairs(specs, last, module)
                        + _repair_specs(specs, last, module))
             guard = guard_line(exc)
+            spec_names = _spec_names(specs, params)
             line_ranks = _line_evidence(last_line, names) if last_line else {}
             line_ranks = {**line_ranks, **_checked_ranks(last_line, guard, names)}
             if line_ranks:  # the failing line reads an input's shape: change that input alone
-                repairs.insert(0, _fit_ranks(specs, _spec_names(specs, params), line_ranks))
-            sized = _asserted_sizes(specs, _spec_names(specs, params), last_line, guard, module)
+                repairs.insert(0, _fit_ranks(specs, spec_names, line_ranks))
+            sized = _asserted_sizes(specs, spec_names, last_line, guard, module)
             if sized:  # the failing line compares an input's axis with a size the module holds
                 repairs.insert(0, sized)
-            repairs[:0] = _alike_inputs(specs, _spec_names(specs, params), last_line, guard)
+            repairs[:0] = _alike_inputs(specs, spec_names, last_line, guard)
             if "kwargs only" in last:  # NeMo's @typecheck: "All arguments must be passed by kwargs only"
                 repairs.insert(0, [{"arg": n, **s} for s, (n, _) in zip(specs, params)] + specs[len(params):])
             queue[:0] = repairs  # repairs of this guess first: depth-first like paritybench
