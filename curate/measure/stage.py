@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from typing import Any
 
 import polars as pl
@@ -240,10 +239,11 @@ def run(sr: StageRun, device: str, inductor: bool | None, min_ms: float, max_ms:
                 "conform": conform, "dynamic_shapes": dynamic_shapes}
     if autotune_ms is not None and autotune_ms < 0:
         raise ValueError(f"autotune_ms must be positive, or 0 for Inductor's own, got {autotune_ms}")
-    autotune_ms = autotune_ms or None  # 0: Inductor's own benchmarks
-    if autotune_ms is not None and cuda and inductor:
-        # only where it applies: CPU journals, and those written before the option, stay valid
-        settings["autotune_ms"] = autotune_ms
+    # where it applies (CUDA with Inductor; 0: Inductor's own benchmarks)
+    autotune_cap = (autotune_ms or None) if cuda and inductor else None
+    if autotune_cap is not None:
+        # a setting only then: CPU journals, and those written before the option, stay valid
+        settings["autotune_ms"] = autotune_cap
     journal = sr.journal(settings)
     jobs: list[tuple[int, str, dict[str, Any]]] = []  # row index, journal key, task
     dynamic = dynamic_dims_by_row(rows) if dynamic_shapes and cuda and inductor else {}
@@ -277,7 +277,7 @@ def run(sr: StageRun, device: str, inductor: bool | None, min_ms: float, max_ms:
                     device="cuda" if cuda else "cpu", inductor=inductor, trials=trials,
                     warmup=warmup, min_ms=min_ms, max_ms=max_ms, budget_s=budget_s,
                     cuda_graph=cuda_graph, profile=profile, name=str(row.get("problem_id") or i),
-                    conform=conform, autotune_ms=autotune_ms if cuda and inductor else None)
+                    conform=conform, autotune_ms=autotune_cap)
         if i in dynamic:
             task["dynamic_dims"] = dynamic[i]
         jobs.append((i, key, task))
