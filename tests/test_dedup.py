@@ -650,7 +650,7 @@ def test_exact_check_in_threads_equals_one_thread(monkeypatch):
     i, j = (a.ravel() for a in np.triu_indices(60, 1))
     one = exact.pair_jaccard_exact(None, i, j, shingles=flat, floor=0.5)
     monkeypatch.setattr(exact, "THREAD_MIN", 64)
-    monkeypatch.setattr(exact.os, "cpu_count", lambda: 3)
+    monkeypatch.setattr(exact, "cpu_count", lambda: 3)  # the cores this process may use
     assert np.array_equal(exact.pair_jaccard_exact(None, i, j, shingles=flat, floor=0.5), one)
     sets = [set(values[offsets[r]:offsets[r + 1]].tolist()) for r in flat.rows]
     for k in range(0, len(i), 37):

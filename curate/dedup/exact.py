@@ -11,7 +11,6 @@ when there are, else by normalizing those documents again.
 
 from __future__ import annotations
 
-import os
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 from typing import Callable, NamedTuple, Sequence
@@ -19,6 +18,7 @@ from typing import Callable, NamedTuple, Sequence
 import numpy as np
 from numba import njit
 
+from curate.cpus import cpu_count
 from curate.dedup import jit  # noqa: F401  (sets numba's cache folder before the decorations below)
 
 from curate.dedup.tokens import normalize_batch
@@ -201,7 +201,7 @@ def pair_jaccard_exact(codes: Sequence[str] | None, i: np.ndarray, j: np.ndarray
     used = np.zeros(tstarts[-1], np.bool_)
     out = np.empty(len(i), np.float64)
     pi, pj = np.searchsorted(docs, i), np.searchsorted(docs, j)
-    threads = min(os.cpu_count() or 1, 1 + int(vstarts[-1] // THREAD_MIN))
+    threads = min(cpu_count(), 1 + int(vstarts[-1] // THREAD_MIN))
     with ThreadPoolExecutor(threads - 1) if threads > 1 else nullcontext() as pool:
         _run(pool, _fill_sets, (values, offsets, rows, vstarts, tstarts, vals, counts, table, used),
              _split(vstarts, threads))

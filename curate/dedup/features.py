@@ -27,6 +27,7 @@ from typing import ContextManager, Sequence
 import numpy as np
 import polars as pl
 
+from curate.cpus import cpu_count
 from curate.dedup.minhash import sign
 from curate.scoped import scoped_items
 from curate.dedup.tokens import OP_NAMES, normalize_batch
@@ -283,7 +284,7 @@ def featurize_table(codes: Sequence, num_perm: int, workers: int | None = None,
     """
     from curate.progress import progress  # rich: not needed in the workers
 
-    workers = workers or os.cpu_count() or 1
+    workers = workers or cpu_count()
     parallel_min = PARALLEL_MIN if parallel_min is None else parallel_min
     chunk = chunk or CHUNK
     n = len(codes)

@@ -52,7 +52,6 @@ with no contaminated member. Rejected, in this order of precedence:
 
 from __future__ import annotations
 
-import os
 import time
 from collections import Counter, defaultdict
 from concurrent.futures import ThreadPoolExecutor
@@ -62,6 +61,7 @@ import numpy as np
 import polars as pl
 from numba import njit
 
+from curate.cpus import cpu_count
 from curate.dedup import jit  # noqa: F401  (sets numba's cache folder before the decorations below)
 
 from curate.dedup import exact
@@ -157,7 +157,7 @@ def duplicate_pairs(feats: FeatureTable, codes, doc_rows: np.ndarray, a: np.ndar
     rows = doc_rows[docs]
     texts = codes.gather(rows).to_list() if isinstance(codes, pl.Series) else [codes[int(r)] for r in rows]
     texts = [core_text(t) if t is not None else t for t in texts]
-    parts = [p for p in np.array_split(np.arange(len(texts)), min(len(texts), os.cpu_count() or 1)) if len(p)]
+    parts = [p for p in np.array_split(np.arange(len(texts)), min(len(texts), cpu_count())) if len(p)]
     with ThreadPoolExecutor(len(parts)) as pool:  # the compiled pass releases the GIL
         batches = list(pool.map(lambda p: normalize_batch([texts[i] for i in p]), parts))
     values = np.concatenate([bt.shingles for bt in batches])
@@ -298,7 +298,7 @@ def run(sr: StageRun, threshold: float, num_perm: int, kernelbench: str,
         "duplicate_clusters": sum(1 for n in sizes.values() if n > 1),
         "largest_cluster": max(sizes.values(), default=0),
         "distinct_normalized": len(doc_rows),
-        "workers": workers or os.cpu_count() or 1,
+        "workers": workers or cpu_count(),
         "chunks_in_workers": feats.chunks_in_workers,
         "near_duplicate_pairs": int(agree.sum()),
         "pairs_checked_exactly": checked,

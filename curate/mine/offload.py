@@ -24,12 +24,13 @@ from __future__ import annotations
 import argparse
 import json
 import lzma
-import os
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Iterable, Iterator
+
+from curate.cpus import cpu_count
 
 #: lzma preset for outcome and task files: closures repeat the same stand-ins and
 #: configuration classes, so even a fast preset compresses them 10-30 times.
@@ -129,7 +130,7 @@ def run_tasks(tasks: Path | str, out: Path | str, workers: int | None = None, ti
         if progress_every and n % progress_every == 0:
             print(f"synthesized {n}/{len(items)}, kept {kept}, {time.monotonic() - t0:.0f} s", flush=True)
     (out / "done.txt").write_text("".join(k + "\n" for k in keys))
-    files = _write_shards(lines, out, shard_mib, workers or os.cpu_count() or 1)
+    files = _write_shards(lines, out, shard_mib, workers or cpu_count())
     return {"tasks": len(items) + len(done_before), "skipped": len(done_before), "done": len(keys),
             "kept": kept, "seconds": round(time.monotonic() - t0, 1), "files": [p.name for p in files]}
 
