@@ -11,9 +11,6 @@
 # piece's file name without .parquet); a piece without one starts from STATE itself (a shared
 # diversify journal, or an empty folder). Everything comes back in $OUT/pieces.tar.xz.* (parts
 # to join with cat; the device tool returns at most 8 files, each of limited size): per piece NAME/ (scale_piece.py's --out) and NAME.json.
-#
-# FIRST_ON_GPU0="command": run first on GPU 0 and its cores (the GPU tests, say), its output in
-# $OUT/work/first.txt; GPU 0's pieces start after it, with the time left.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source benchmarks/gpu/env.sh
@@ -35,9 +32,6 @@ t0=$(date +%s)
 g=0
 for group in "$@"; do  # a group (A.parquet,B.parquet) runs in turn on one GPU
   (
-    if [ "$g" = 0 ] && [ -n "${FIRST_ON_GPU0:-}" ]; then
-      CUDA_VISIBLE_DEVICES=0 taskset -c "0-$((per - 1))" bash -c "$FIRST_ON_GPU0" >"$OUT/work/first.txt" 2>&1
-    fi
     for piece in ${group//,/ }; do
       left=$(( limit - ($(date +%s) - t0) ))
       [ "$left" -gt 30 ] || break
