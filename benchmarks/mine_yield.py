@@ -25,6 +25,7 @@ from curate.bench.stats import wilson
 from curate.executor import Executor, make_executor
 from curate.mine import default_cache
 from curate.mine.closure import ClosureError, Resolver
+from curate.mine.declared import DeclaredDependencies, placeholder_packages
 from curate.mine.deps import dependency_roots
 from curate.mine.scan import scan
 from curate.mine.sources import SourceUnavailable, load_manifest, resolve
@@ -55,6 +56,7 @@ def main() -> None:
     args = ap.parse_args()
     only = {s for s in args.only.split(",") if s}
     ex = make_executor("local", args.workers)
+    declared = DeclaredDependencies(default_cache())
     out = open(args.jsonl, "w") if args.jsonl else None
     totals = collections.Counter()
     rows = []
@@ -96,6 +98,18 @@ def main() -> None:
             if res.status in (NETWORK, FILESYSTEM, PROCESS):
                 print(f"  guard refused {tasks[j][0]}: {res.status}: {res.error[:160]}", file=sys.stderr)
             outcomes.append((tasks[j][0], "kept" if v["ok"] else v["reason"], "" if v["ok"] else v["detail"]))
+        # the stage's second try: rejected classes with their declared dependencies' code
+        firsts = {name: k for k, (name, _) in enumerate(tasks)}
+        rejected = [(tasks[firsts[n]][1][0], n) for n, r, _ in outcomes if r != "kept" and n in firsts
+                    and placeholder_packages(tasks[firsts[n]][1][0])]
+        items = [(n.rsplit(".", 1)[0], n.rsplit(".", 1)[1], text) for text, n in rejected]
+        again = declared.second_closures(resolver, source, items)
+        calls = [((text, items[k][1], "sampled", args.timeout_s * 0.8), {}) for k, text in again.items()]
+        names = [rejected[k][1] for k in again]
+        for j, res in ex.sandboxed(synthesize_task, calls, timeout_s=args.timeout_s, mem_mb=4096, guard=True):
+            if res.ok and res.value["ok"]:
+                outcomes = [(n, "kept", "") if n == names[j] else (n, r, d) for n, r, d in outcomes]
+                print(f"  kept with declared dependencies: {names[j]}", file=sys.stderr)
         reasons = collections.Counter(r for _, r, _ in outcomes)
         kept = reasons.pop("kept", 0)
         n = len(outcomes)

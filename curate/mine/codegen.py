@@ -327,12 +327,73 @@ def _without_script_decorators(source: str) -> str:
     return "".join(line for k, line in enumerate(lines, 1) if k not in drop)
 
 
+#: Keywords asking a model factory for downloaded weights (torchvision's, timm's, research
+#: code's ``resnet50(pretrained=True)``) when given ``True``.
+_PRETRAINED_FLAGS = re.compile(r"(pretrained|pretrained_backbone|use_pretrained|load_pretrained|imagenet_pretrained)")
+#: torchvision's weight selectors (``weights=ResNet50_Weights.IMAGENET1K_V2``, ``weights="DEFAULT"``):
+#: the parameters that take them by name, and the names of the weights
+_WEIGHTS_KEYWORDS = re.compile(r"(\w+_)?weights(_backbone)?")
+_WEIGHTS_NAME = re.compile(r"DEFAULT|[A-Z][A-Z0-9_]*_V\d+")
+
+
+def _asks_for_weights(arg: str | None, v: ast.expr | None) -> str | None:
+    """What the value ``v`` of keyword (or parameter default) ``arg`` becomes when it asks
+    for downloaded weights, else None."""
+    if not arg or v is None:
+        return None
+    if _PRETRAINED_FLAGS.fullmatch(arg) and isinstance(v, ast.Constant) and v.value is True:
+        return "False"
+    # an enum member of a ``*_Weights`` class, whatever the parameter's name (``vgg_weights=``)
+    if isinstance(v, ast.Attribute) and _WEIGHTS_NAME.fullmatch(v.attr) and \
+            ast.unparse(v.value).endswith("Weights"):
+        return "None"
+    if _WEIGHTS_KEYWORDS.fullmatch(arg) and isinstance(v, ast.Constant) and isinstance(v.value, str) \
+            and _WEIGHTS_NAME.fullmatch(v.value):
+        return "None"
+    return None
+
+
+def _without_pretrained_weights(source: str) -> str:
+    """``source`` with calls and parameter defaults asking for downloaded weights
+    (``pretrained=True``, ``weights=ResNet18_Weights.DEFAULT``, ``weights="IMAGENET1K_V1"``,
+    ``def f(weights_backbone=ResNet50_Weights.IMAGENET1K_V1)``) asking for none: the
+    model is built with its own random initialization, as every problem's is (a problem holds
+    no data files, and its sandbox reaches no network). The layers, shapes and computation
+    are those of the pretrained model."""
+    if "pretrained" not in source and "weights" not in source:
+        return source
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return source
+    pairs: list[tuple[str | None, ast.expr | None]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            pairs += [(kw.arg, kw.value) for kw in node.keywords]
+        elif isinstance(node, ast.arguments):  # defaults: torchvision's ``weights_backbone=ResNet50_Weights...``
+            positional = node.posonlyargs + node.args
+            pairs += [(a.arg, d) for a, d in zip(positional[len(positional) - len(node.defaults):], node.defaults)]
+            pairs += [(a.arg, d) for a, d in zip(node.kwonlyargs, node.kw_defaults)]
+    edits = [(v, new) for arg, v in pairs if (new := _asks_for_weights(arg, v)) is not None]
+    if not edits:
+        return source
+    lines = source.splitlines(keepends=True)
+    # from the end, so earlier positions stay valid; a value spanning lines is replaced whole
+    for v, new in sorted(edits, key=lambda e: (e[0].lineno, e[0].col_offset), reverse=True):
+        first, last = lines[v.lineno - 1], lines[v.end_lineno - 1]
+        head = first.encode()[:v.col_offset].decode()
+        tail = last.encode()[v.end_col_offset:].decode()
+        lines[v.lineno - 1:v.end_lineno] = [head + new + tail]
+    return "".join(lines)
+
+
 def exec_safe(closure_source: str) -> str:
     """``closure_source`` runnable after a plain ``exec()`` into an empty dict: without
-    TorchScript decorators (:func:`_without_script_decorators`), and with
+    TorchScript decorators (:func:`_without_script_decorators`) and downloaded weights
+    (:func:`_without_pretrained_weights`), and with
     :data:`EXEC_SAFE_LINE` after its docstring and ``__future__`` imports when it reads
     ``__module__``."""
-    closure_source = _without_script_decorators(closure_source)
+    closure_source = _without_pretrained_weights(_without_script_decorators(closure_source))
     if "__module__" not in closure_source:
         return closure_source
     try:

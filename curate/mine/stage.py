@@ -18,6 +18,8 @@ import polars as pl
 from curate.executor import Executor, LocalExecutor
 from curate.journal import content_key
 from curate.mine import default_cache
+from curate.mine.closure import module_name
+from curate.mine.declared import DeclaredDependencies, placeholder_packages
 from curate.mine.deps import dependency_roots
 from curate.mine.offload import read_outcomes, write_tasks
 from curate.mine.scan import Scan, closure_of, closure_sources, scan
@@ -136,6 +138,40 @@ def small_source_closures(scans: list[Scan], chosen: list[list[tuple[str, str, s
         return {}
     items = [(scans[k].resolver, chosen[k]) for k in small]
     return dict(zip(small, progress(ex.map(_source_closures, items), len(items), "closures (small sources)")))
+
+
+def _second_tries(sr: StageRun, scans: list[Scan], tasks: list[tuple[dict[str, Any], tuple]], keys: list[str],
+                  journal: Any, cache: Path, timeout_s: float, mem_mb: int, version: str) -> dict[int, str]:
+    """Try rejected classes again with their sources' declared dependencies' code
+    (:mod:`curate.mine.declared`); ``{task position: journal key of the second try}``. A
+    second try already in the journal (a resumed run) is not run again."""
+    by_source = {found.source.name: found for found in scans}
+    rejected: dict[str, list[int]] = {}
+    for i, ((row, task), key) in enumerate(zip(tasks, keys)):
+        v = journal.get(key)
+        if v is not None and not v["ok"] and placeholder_packages(task[0]):
+            rejected.setdefault(row["source"]["name"], []).append(i)
+    if not rejected:
+        return {}
+    declared = DeclaredDependencies(cache)
+    second: dict[int, str] = {}
+    calls: list[tuple[int, tuple]] = []
+    for name, idx in rejected.items():
+        found = by_source[name]
+        root = found.source.root
+        items = [(module_name(root, root / tasks[i][0]["source"]["path"])[0], tasks[i][0]["source"]["class_name"],
+                  tasks[i][1][0]) for i in idx]
+        for k, text in declared.second_closures(found.resolver, found.source, items).items():
+            i = idx[k]
+            second[i] = content_key(tasks[i][0]["problem_id"], text)
+            if journal.get(second[i]) is None:
+                calls.append((i, (text, *tasks[i][1][1:])))
+    outcomes = sr.sandboxed(synthesize_task, [(task, {}) for _, task in calls], timeout_s=timeout_s,
+                            mem_mb=mem_mb, guard=True)
+    for j, outcome in sr.progress(outcomes, len(calls), "synthesize (declared dependencies)"):
+        value = outcome.value if outcome.ok else {"ok": False, "reason": outcome.status, "detail": outcome.error}
+        journal.add(second[calls[j][0]], {**value, "synthesis": version})
+    return second
 
 
 def _unavailable(entry: dict) -> Source:
@@ -316,9 +352,15 @@ def _run(sr: StageRun, manifest: Path | str, entries: list[dict], cache: Path, e
         journal.add(keys[todo[j]], {**value, "synthesis": version})
     phases["synthesize"] = time.monotonic() - t
 
+    t = time.monotonic()
+    second = _second_tries(sr, scans, tasks, keys, journal, cache, timeout_s, mem_mb, version)
+    phases["declared_dependencies"] = time.monotonic() - t
+
     kept: list[dict[str, Any]] = []
-    for (row, _), key in zip(tasks, keys):  # task order: the table does not depend on timing
+    for i, ((row, _), key) in enumerate(zip(tasks, keys)):  # task order: the table does not depend on timing
         v = journal.get(key)
+        if not v["ok"] and i in second and journal.get(second[i])["ok"]:
+            v = journal.get(second[i])  # kept with its declared dependencies' code
         if not v["ok"]:
             rejects.add(row, v["reason"], v["detail"])
         else:
