@@ -8,7 +8,9 @@ stages (diversify) can swap the inputs without re-parsing the module body.
 
 An *input spec* is a JSON-serialisable list, one entry per forward argument:
 
-- ``{"kind": "tensor", "shape": [8, 64, 32, 32], "dtype": "float32"}``: ``torch.randn``
+- ``{"kind": "tensor", "shape": [8, 64, 32, 32], "dtype": "float32"}``: ``torch.randn``; with
+  ``"unit_interval": true``, values uniform in [0.01, 0.99] (``torch.rand(...) * 0.98 + 0.01``):
+  probabilities, and inputs of ``log``, ``sqrt`` or ``atanh``, which normal samples make NaN
 - ``{"kind": "index", "shape": [8, 128], "high": 1000, "dtype": "int64"}``: ``torch.randint(0, high)``;
   an optional ``"low"`` gives ``torch.randint(low, high)`` (``low=T, high=T+1``: sequence
   lengths all equal to ``T``)
@@ -47,6 +49,9 @@ class ProblemLoadError(Exception):
 
 
 INPUT_KINDS = ("tensor", "index", "mask", "value")
+#: a ``unit_interval`` tensor is ``rand * UNIT_SCALE + UNIT_LOW``: in [0.01, 0.99], away from
+#: the poles of ``log(p)`` and ``log(1 - p)``
+UNIT_SCALE, UNIT_LOW = 0.98, 0.01
 _SPEC_KEYS = ("kind", "shape", "dtype", "low", "high", "value")
 
 
@@ -128,11 +133,18 @@ class InputSpec:
         """Bytes the argument occupies (0 for a value; a dtype curate does not know counts 4)."""
         return self.numel * _DTYPE_BYTES.get(self.dtype or "float32", 4) if self.kind != "value" else 0
 
+    @property
+    def unit_interval(self) -> bool:
+        """A tensor drawn uniform in [0.01, 0.99] instead of normal (the module docstring)."""
+        return self.kind == "tensor" and dict(self.extra).get("unit_interval") is True
+
     def expr(self) -> str:
         """The ``get_inputs()`` expression that makes the argument."""
         if self.kind == "tensor":
             dt = self.dtype or "float32"
             extra = "" if dt == "float32" else f", dtype={_torch_dtype_expr(dt)}"
+            if self.unit_interval:
+                return f"(torch.rand({_shape_tuple(self.shape)}{extra}) * {UNIT_SCALE} + {UNIT_LOW})"
             return f"torch.randn({_shape_tuple(self.shape)}{extra})"
         if self.kind == "index":
             return f"torch.randint({self.low or 0}, {self.high}, {_shape_tuple(self.shape)})"
@@ -307,7 +319,10 @@ def build_inputs(input_spec: list[dict], device: str = "cpu", seed: int | None =
         gen = torch.Generator(device=device).manual_seed(seed)
     out: list[Any] = []
     for spec in parse_input_spec(input_spec):
-        if spec.kind == "tensor":
+        if spec.kind == "tensor" and spec.unit_interval:
+            dt = getattr(torch, spec.dtype or "float32")
+            out.append(torch.rand(spec.shape, dtype=dt, device=device, generator=gen) * UNIT_SCALE + UNIT_LOW)
+        elif spec.kind == "tensor":
             dt = getattr(torch, spec.dtype or "float32")
             out.append(torch.randn(spec.shape, dtype=dt, device=device, generator=gen))
         elif spec.kind == "index":

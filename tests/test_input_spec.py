@@ -53,6 +53,24 @@ def test_rendered_inputs_build_what_the_spec_says():
     assert idx.tolist() == [5, 5, 5, 5] and mask.dtype == torch.bool and value is None
 
 
+def test_a_unit_interval_tensor_is_drawn_away_from_zero_and_one_in_the_file_and_on_a_device():
+    """``"unit_interval": true``: the problem file's ``get_inputs()`` (what a KernelBench-style
+    harness runs) and :func:`build_inputs` (what measure runs) both draw in [0.01, 0.99]."""
+    spec = [{"kind": "tensor", "shape": [64, 64], "dtype": "float32", "unit_interval": True},
+            {"kind": "tensor", "shape": [64, 64], "dtype": "float64", "unit_interval": True},
+            {"kind": "tensor", "shape": [64, 64], "dtype": "float32"}]
+    typed = parse_input_spec(spec)
+    assert [t.unit_interval for t in typed] == [True, True, False]
+    assert [t.to_dict() for t in typed] == spec
+    code = "import torch\nfrom torch import nn\n\nclass Model(nn.Module):\n    pass\n\n\n" + render_inputs(typed, [])
+    for a, b, normal in (load_problem(code)["get_inputs"](), build_inputs(spec, seed=0)):
+        for x in (a, b):
+            assert 0.01 <= x.min() and x.max() <= 0.99 and x.max() - x.min() > 0.9
+            assert torch.isfinite(torch.log(x)).all() and torch.isfinite(torch.atanh(x)).all()
+        assert a.dtype == torch.float32 and b.dtype == torch.float64
+        assert normal.min() < 0  # the other tensors stay normal
+
+
 @pytest.mark.parametrize("bad,match", [
     ({"kind": "tensr", "shape": [2]}, "unknown input kind 'tensr'"),
     ({"kind": "tensor"}, "tensor input needs a shape"),

@@ -1,6 +1,7 @@
 """A source's declared dependencies, followed on a second try when a placeholder of one of
-them is what failed (curate.mine.declared), and model factories asked for no downloaded
-weights (curate.mine.codegen). On real code of manifests/pypi-pytorch.yaml's packages."""
+them is what failed (curate.mine.declared), model factories asked for no downloaded weights
+(curate.mine.codegen), and inputs drawn in the unit interval where normal ones make the
+output NaN (curate.mine.synthesize). On real code of manifests/pypi-pytorch.yaml's packages."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from curate.mine.declared import DeclaredDependencies, declared_requirements, pl
 from curate.mine.errors import SynthesisError
 from curate.mine.sources import resolve
 from curate.mine.synthesize import synthesize
+from curate.problem import load_problem
 from curate.table import read_problems
 
 CACHE = default_cache()
@@ -142,3 +144,18 @@ def test_a_loss_on_torchvision_vgg_builds_without_a_download(monkeypatch):
     assert sum(p.numel() for p in vgg.features.parameters()) == 14_714_688  # VGG-16's convolutions
     x = torch.rand(2, 3, 64, 64)
     assert torch.isfinite(loss(x, x.flip(-1)))
+
+
+def test_a_loss_of_log_magnitudes_gets_inputs_in_the_unit_interval():
+    """auraloss 0.4.0's ``STFTMagnitudeLoss`` takes ``torch.log`` of both magnitudes: normal
+    inputs make the loss NaN, so the problem's inputs are drawn in [0.01, 0.99]; the file's
+    ``get_inputs()`` gives a finite loss where ``torch.randn`` inputs give NaN."""
+    resolver = pypi("auraloss", "0.4.0")
+    got = synthesize(resolver.closure("auraloss.freq", "STFTMagnitudeLoss").source, "STFTMagnitudeLoss", "test", 60)
+    assert got["input_spec"] and all(s.get("unit_interval") for s in got["input_spec"])
+    prob = load_problem(got["code"])
+    torch.manual_seed(0)
+    model = prob["Model"](*prob["get_init_inputs"]())
+    assert torch.isfinite(model(*prob["get_inputs"]()))
+    assert torch.isnan(model(*(torch.randn_like(x) for x in prob["get_inputs"]())))
+    run_alone(got["code"])

@@ -312,7 +312,9 @@ def _synthesize(closure_source: str, class_name: str, doc: str, budget_s: float 
                              search.last_line)
     module, kwargs, specs, out, lazy = found
     if not _finite(out):
-        raise SynthesisError("nonfinite_output", "the output holds NaN or infinity")
+        specs, out = _in_unit_interval(module, specs)
+        if out is None:
+            raise SynthesisError("nonfinite_output", "the output holds NaN or infinity")
     mode = determinism(module, specs, out)
     if mode == "random":
         raise SynthesisError("random_output", "two runs on the same inputs differ, in train and in eval mode")
@@ -351,6 +353,24 @@ def _synthesize(closure_source: str, class_name: str, doc: str, budget_s: float 
 #: ``__module__ = None`` (torchvision's ``_log_api_usage_once`` calls ``.startswith`` on it)
 #: while classes get ``"builtins"`` (the builtins module's ``__name__``); functions get that
 #: too, a module ``dataclasses`` finds in ``sys.modules`` for string annotations.
+
+def _in_unit_interval(module: nn.Module, specs: list[dict]) -> tuple[list[dict], Any]:
+    """The inputs with every floating-point tensor drawn in [0.01, 0.99] (``unit_interval``,
+    :mod:`curate.problem`) and the output they give, or ``(specs, None)`` when that output
+    is not finite either: a loss of probabilities (``log(p)``), a ``log``, ``sqrt`` or
+    ``atanh`` of its input is NaN on about half of normal samples."""
+    new = [{**s, "unit_interval": True} if s["kind"] == "tensor" and s.get("dtype", "float32").startswith(
+        ("float", "bfloat")) else s for s in specs]
+    if new == specs:
+        return specs, None
+    try:
+        with torch.no_grad():
+            torch.manual_seed(0)
+            out = call(module, new, build_inputs(new, seed=0))
+    except Exception:  # noqa: BLE001 - mined code: any error means these inputs do not fit
+        return specs, None
+    return (new, out) if _finite(out) else (specs, None)
+
 
 def synthesize_task(closure_source: str, class_name: str, doc: str, budget_s: float) -> dict[str, Any]:
     """Sandbox entry point: like :func:`synthesize` but returns failures as data."""
