@@ -159,3 +159,19 @@ def test_a_loss_of_log_magnitudes_gets_inputs_in_the_unit_interval():
     assert torch.isfinite(model(*prob["get_inputs"]()))
     assert torch.isnan(model(*(torch.randn_like(x) for x in prob["get_inputs"]())))
     run_alone(got["code"])
+
+
+def test_torchvision_is_followed_where_a_repository_does_not_declare_it(tmp_path: Path):
+    """rectified-flow-pytorch's ``LPIPSLoss`` as a repository checkout with no requirements
+    file: ``torchvision.models.vgg16`` is a placeholder at first, and the second try copies
+    torchvision's VGG, a well-known model library followed whether declared or not."""
+    pkg = resolve({"kind": "pypi", "name": "rectified-flow-pytorch", "version": "0.14.0"}, CACHE).root
+    shutil.copytree(pkg / "rectified_flow_pytorch", tmp_path / "rectified_flow_pytorch")
+    source = resolve({"kind": "dir", "name": "repo", "path": str(tmp_path)}, CACHE)
+    assert declared_requirements(source) == []
+    resolver = Resolver(source.root, {}, source.importable)
+    module, cls = "rectified_flow_pytorch.rectified_flow", "LPIPSLoss"
+    first = resolver.closure(module, cls).source
+    assert "torchvision" in placeholder_packages(first)
+    again = DeclaredDependencies(CACHE).second_closures(resolver, source, [(module, cls, first)])
+    assert "includes code from torchvision" in again[0] and "class VGG(" in again[0]

@@ -8,13 +8,13 @@ declares them as dependencies:
 
 - a ``pypi`` source: its metadata's ``Requires-Dist`` (not the ones behind an ``extra``);
 - a ``dir`` or ``git`` source: ``requirements.txt`` and ``pyproject.toml``'s
-  ``[project] dependencies``.
+  ``[project] dependencies``;
 
-A placeholder's package is matched to a declared distribution by name (``pytorch_msssim``:
-``pytorch-msssim``; ``paderbox``: ``paderbox``) or by prefix (``zeta``: ``zetascale``,
-``pyro``: ``pyro-ppl``); the distribution is downloaded from PyPI (its newest release, kept
-in the cache; the version is written into the problem like a manifest ``deps`` entry's) and
-used only when it holds that package. The second try replaces the rejection only when it
+and, declared or not, the model libraries of :data:`WELL_KNOWN` (torchvision, timm). A
+placeholder's package is matched to a declared distribution by name (``torch_einops_utils``:
+``torch-einops-utils``) or by prefix (``pyro``: ``pyro-ppl``); the distribution is
+downloaded from PyPI (its newest release, kept in the cache; the version is written into the
+problem like a manifest ``deps`` entry's) and used only when it holds that package. The second try replaces the rejection only when it
 keeps the class: following a framework's code (a metaclass registry, a class over the closure
 size limit) never loses a class the placeholders let run.
 """
@@ -34,10 +34,14 @@ from curate.mine.sources import Source, SourceUnavailable, resolve
 log = logging.getLogger(__name__)
 
 _NAME = re.compile(r"\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
-#: a placeholder's binding in a closure: ``segment_axis = unavailable('paderbox.array.segment_axis')``
+#: a placeholder's binding in a closure (:meth:`curate.mine.closure.Resolver._materialize`)
 _PLACEHOLDER = re.compile(r"^\w+ = \w*unavailable\w*\('([A-Za-z_]\w*)", re.M)
-#: shortest package name matched by prefix (``zeta`` in ``zetascale``): shorter ones match too much
+#: shortest package name matched by prefix (``pyro`` in ``pyro-ppl``): shorter ones match too much
 _MIN_PREFIX = 4
+#: model libraries followed even where a source does not declare them: research code imports
+#: their backbones and layers (``torchvision.models.resnet50``, ``timm.layers.DropPath``) without
+#: a requirements file, or with one that omits them
+WELL_KNOWN = ("torchvision", "timm")
 
 
 def normalized(name: str) -> str:
@@ -86,13 +90,15 @@ def declared_requirements(source: Source) -> list[str]:
 
 
 def placeholder_packages(closure_source: str) -> set[str]:
-    """Top-level packages whose names ``closure_source`` binds to placeholders."""
+    """Top-level packages whose names ``closure_source`` binds to placeholders
+    (``safe_cat = unavailable('torch_einops_utils.safe_cat')``: ``torch_einops_utils``)."""
     return set(_PLACEHOLDER.findall(closure_source))
 
 
 def provider(package: str, requirements: Iterable[str]) -> str | None:
     """The declared distribution that would provide top-level ``package``: the same name, else
-    the one whose name starts with it (at least :data:`_MIN_PREFIX` characters); None."""
+    the one whose name starts with it (at least :data:`_MIN_PREFIX` characters, ``pyro`` in
+    ``pyro-ppl``); None."""
     want = normalized(package)
     reqs = list(requirements)
     for r in reqs:
@@ -128,7 +134,7 @@ class DeclaredDependencies:
         reqs = declared_requirements(source)
         out: list[tuple[Path, str]] = []
         for package in sorted(set(packages)):
-            dist = provider(package, reqs)
+            dist = provider(package, reqs) or (package if package in WELL_KNOWN else None)
             if dist is None:
                 continue
             key = (normalized(dist), package)
