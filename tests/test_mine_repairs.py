@@ -118,6 +118,9 @@ CASES = [
     ("numbers_not_tensors", lambda: _raised(lambda: torch.arange(torch.randn(8, 64) - torch.randn(8, 64),
                                                                  torch.randn(8, 64)))),
     ("numbers_compared", lambda: _raised(lambda: bool(torch.randn(8, 64) >= torch.randn(8, 64)))),
+    ("unit_values", lambda: _raised(lambda: F.binary_cross_entropy(torch.randn(8, 64), torch.rand(8, 64)))),
+    # piq 0.8.0's input check, from the manifest's mining run
+    ("unit_values", "AssertionError: Expected values to be greater or equal to 0, got -4.583080768585205"),
 ]
 
 GUESSES = {
@@ -161,6 +164,8 @@ GUESSES = {
     "batch_statistics": ([T(1, 4)], [T(8, 4, 4, 4)]),
     "element_count": ([T(8, 128, 64)], [T(8, 121, 64)]),
     "numbers_not_tensors": ([T(8, 64), T(8, 64)], [{"kind": "value", "value": 128}, {"kind": "value", "value": 128}]),
+    "unit_values": ([T(8, 64, 32, 32), T(8, 64, 32, 32)],
+                    [T(8, 64, 32, 32, unit_interval=True), T(8, 64, 32, 32, unit_interval=True)]),
     "numbers_compared": ([T(8, 64), T(8, 64, arg="j")],
                          [{"kind": "value", "value": 128}, {"kind": "value", "value": 128, "arg": "j"}]),
 }

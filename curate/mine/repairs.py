@@ -389,6 +389,23 @@ def _float_values(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
     return out + [floated([i]) for i in ints if len(ints) > 1]
 
 
+#: A check that the inputs' values lie in [0, 1] (images and probabilities): piq's
+#: ``Expected values to be greater or equal to 0, got -4.58``, "must be non-negative",
+#: "in the range [0, 1]", "between 0 and 1", "lower or equal to 1.0"
+_UNIT_VALUES = re.compile(r"(?i)(?:greater (?:than )?or equal to|>=|at least|not less than) 0(?:\.0*)?\b|"
+                          r"non-?negative|(?:lower|less) (?:than )?or equal to 1(?:\.0*)?\b|"
+                          r"\b(?:in|within) (?:the )?(?:range|interval) [\[(]0(?:\.0*)?, ?1(?:\.0*)?[\])]|"
+                          r"between 0(?:\.0*)? and 1(?:\.0*)?\b")
+
+
+def _unit_values(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+    """Every floating-point tensor input drawn in [0.01, 0.99] (``unit_interval``,
+    :mod:`curate.problem`): the forward checks its inputs are images or probabilities."""
+    new = [{**s, "unit_interval": True} if s["kind"] == "tensor" and s.get("dtype", "float32").startswith(
+        ("float", "bfloat")) else s for s in specs]
+    return [new] if new != specs else []
+
+
 def _batch_statistics(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
     return [[{**s, "shape": [B] + s["shape"][1:] + ([4, 4] if len(s["shape"]) == 2 else [])}
              if s["kind"] == "tensor" else s for s in specs]]
@@ -620,6 +637,7 @@ RULES: tuple[Rule, ...] = (
                                     r"only supports floating-point dtypes|must be a floating point|"
                                     r"is not implemented for ['\"]?(?:Long|Int)|mixed dtype \(CPU\)"), _float_values),
     Rule("batch_statistics", re.compile("Expected more than 1 value per channel"), _batch_statistics),
+    Rule("unit_values", _UNIT_VALUES, _unit_values),
     # last: the rank and width repairs above explain most such errors
     Rule("element_count", re.compile(r"shape '\[([-\d, ]+)\]' is invalid for input of size (\d+)"), _element_count),
     Rule("numbers_not_tensors", re.compile(r"\(\) received an invalid combination of arguments - got \(Tensor[^)]*\), "
