@@ -14,13 +14,17 @@ in ``stats.json`` (``files``, ``prefilter_skipped``), not rows.
 A manifest entry's ``deps`` (other pinned PyPI packages) are downloaded too: closures may
 copy their code, with its provenance in a comment. Imports of einops, packaging and pieces
 of transformers' infrastructure resolve to torch-only stand-ins (:mod:`curate.mine.shims`).
+A class rejected where a placeholder of another package failed is synthesized a second time
+with the code of that package, where the source declares it (or it is torchvision or timm),
+and kept if that try keeps it (:mod:`curate.mine.declared`).
 
 Mined code that reaches for the network, writes outside its working folder or starts
 processes is stopped at the first attempt and rejected as ``network``, ``filesystem`` or
 ``process`` (see :mod:`curate.sandbox`). Synthesis itself rejects code whose errors show it
 needs a download or data files it does not have (``needs_network``, ``needs_data_files``,
 e.g. a stand-in that refuses to fetch weights), and modules whose output is non-finite or
-differs between two runs on the same inputs (``nonfinite_output``, ``random_output``).
+differs between two runs on the same inputs (``nonfinite_output``: also with inputs drawn in
+[0.01, 0.99]; ``random_output``).
 
 Resumable: each synthesis outcome is appended to ``OUT/mine/_journal.jsonl`` as it finishes;
 a run killed half-way and started again with the same manifest and settings synthesizes
