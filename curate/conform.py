@@ -66,6 +66,10 @@ _MISUSE = re.compile(r"Using a target size .* different to the input size|does n
 #: its own parameters, in the problem's copied code, is the library's business).
 _DEPRECATED = re.compile(r"[Dd]eprecat|will be removed")
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+#: What the compiler says of a source's text when the problem file is compiled (a regex
+#: written ``"\s+"`` in a docstring or a pattern: a ``DeprecationWarning`` on Python 3.11, a
+#: ``SyntaxWarning`` from 3.12): about how the code is spelt, not about what it computes.
+_SOURCE_TEXT = re.compile(r"invalid (?:escape sequence|octal escape sequence|decimal literal)")
 
 
 def misuse_warning(message: str, category: type | None = None, origin: str | None = None) -> bool:
@@ -81,10 +85,13 @@ def misuse_warning(message: str, category: type | None = None, origin: str | Non
         ``num_features`` and an implicit softmax dimension (:func:`misuse_pattern`), and for
         a deprecation (``DeprecationWarning``/``FutureWarning``, or "deprecated" in the text)
         that torch raises: a library's warning about its own parameters, from the problem's
-        copied code, is the library's business.
+        copied code, is the library's business. False for what the compiler says of the
+        source's text (an invalid escape sequence in a string, any ``SyntaxWarning``).
     """
     if misuse_pattern(message):
         return True
+    if _SOURCE_TEXT.search(message) or isinstance(category, type) and issubclass(category, SyntaxWarning):
+        return False
     deprecated = _DEPRECATED.search(message) is not None or (
         isinstance(category, type) and issubclass(category, (DeprecationWarning, FutureWarning)))
     return deprecated and (origin is None or os.path.realpath(origin).startswith(_TORCH_DIR))

@@ -14,6 +14,7 @@ import pytest
 
 from curate.bench.conformance import harness_task
 from curate.conform import check, check_task, checked_torch
+from curate.mine import default_cache
 from curate.mine import run as mine_run
 from curate.mine.closure import Resolver
 from curate.mine.sources import Source, resolve
@@ -108,6 +109,21 @@ def test_torch_deprecations_are_misuse_a_library_s_own_are_not():
     assert upsample["reason"] == "reference_warns" and "upsample" in upsample["detail"]
     interp = check(DEPRECATIONS.replace("FN", "interpolate"))
     assert interp["reason"] is None and "legacy=True is deprecated" in interp["warnings"]
+
+
+def test_what_the_compiler_says_of_the_source_text_is_not_misuse():
+    """torchmd-net 3.1.0's ``SwiGLU`` (the manifest's ``torchmdnet/*.py``) has a docstring
+    with ``\\c`` in it: compiling the problem file warns "invalid escape sequence"
+    (a ``DeprecationWarning`` on Python 3.11, a ``SyntaxWarning`` from 3.12). The problem
+    passes the check, and the warning is still reported."""
+    source = resolve({"kind": "pypi", "name": "torchmd-net", "version": "3.1.0",
+                      "include": ["torchmdnet/*.py"]}, default_cache())
+    closure = Resolver(source.root, {}, source.importable).closure("torchmdnet.models.utils", "SwiGLU")
+    assert "\\c" in closure.source
+    got = synthesize_task(closure.source, "SwiGLU", "test", 60)
+    assert got["ok"], got
+    result = check(got["code"])
+    assert result["reason"] is None and any("invalid escape sequence" in w for w in result["warnings"])
 
 
 def test_check_names_what_a_harness_cannot_use():
