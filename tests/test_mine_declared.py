@@ -177,10 +177,14 @@ def test_torchvision_is_followed_where_a_repository_does_not_declare_it(tmp_path
     assert "includes code from torchvision" in again[0] and "class VGG(" in again[0]
 
 
-def test_image_metrics_that_check_their_value_range_get_inputs_in_the_unit_interval():
-    """piq 0.8.0's ``GMSDLoss`` asserts ``Expected values to be greater or equal to 0``:
-    the repair draws its images in [0.01, 0.99], and the problem runs alone."""
-    got = synthesize(pypi("piq", "0.8.0").closure("piq.gmsd", "GMSDLoss").source, "GMSDLoss", "test", 60)
+@pytest.mark.parametrize("module,cls,side", [("piq.gmsd", "GMSDLoss", None), ("piq.ms_ssim", "MultiScaleSSIMLoss", 161)])
+def test_image_metrics_that_check_their_inputs_get_images_they_take(module, cls, side):
+    """piq 0.8.0's metrics assert ``Expected values to be greater or equal to 0``: the repair
+    draws the images in [0.01, 0.99]. Its multi-scale SSIM then says ``expected at least
+    161x161``: the images get that size. Each problem runs alone."""
+    got = synthesize(pypi("piq", "0.8.0").closure(module, cls).source, cls, "test", 60)
     images = [s for s in got["input_spec"] if s["kind"] == "tensor"]
     assert len(images) == 2 and all(s.get("unit_interval") for s in images)
+    if side:
+        assert all(s["shape"][-2:] == [side, side] for s in images)
     run_alone(got["code"])

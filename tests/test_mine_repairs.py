@@ -119,6 +119,8 @@ CASES = [
                                                                  torch.randn(8, 64)))),
     ("numbers_compared", lambda: _raised(lambda: bool(torch.randn(8, 64) >= torch.randn(8, 64)))),
     ("unit_values", lambda: _raised(lambda: F.binary_cross_entropy(torch.randn(8, 64), torch.rand(8, 64)))),
+    # piq 0.8.0's multi-scale SSIM, from the manifest's mining run
+    ("least_size", "ValueError: Invalid size of the input images, expected at least 161x161."),
     # piq 0.8.0's input check, from the manifest's mining run
     ("unit_values", "AssertionError: Expected values to be greater or equal to 0, got -4.583080768585205"),
 ]
@@ -164,6 +166,8 @@ GUESSES = {
     "batch_statistics": ([T(1, 4)], [T(8, 4, 4, 4)]),
     "element_count": ([T(8, 128, 64)], [T(8, 121, 64)]),
     "numbers_not_tensors": ([T(8, 64), T(8, 64)], [{"kind": "value", "value": 128}, {"kind": "value", "value": 128}]),
+    "least_size": ([T(8, 3, 64, 64, unit_interval=True), T(8, 3, 64, 64, unit_interval=True)],
+                   [T(8, 3, 161, 161, unit_interval=True), T(8, 3, 161, 161, unit_interval=True)]),
     "unit_values": ([T(8, 64, 32, 32), T(8, 64, 32, 32)],
                     [T(8, 64, 32, 32, unit_interval=True), T(8, 64, 32, 32, unit_interval=True)]),
     "numbers_compared": ([T(8, 64), T(8, 64, arg="j")],

@@ -253,6 +253,27 @@ def _larger_images(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
     return [new]
 
 
+#: A least image size the message names: piq's ``Invalid size of the input images, expected
+#: at least 161x161``, pytorch-msssim's ``Image size should be larger than 160``
+_LEAST_SIZE = re.compile(r"(?i)(?:image|input|spatial|resolution)[^\n]{0,60}?\b(at least|no (?:smaller|less) than|"
+                         r"(?:larger|greater|bigger) than)\s+(\d+)(?:\s*[x\u00d7]\s*(\d+))?")
+
+
+def _least_size(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+    """Images (tensors of rank 4 or 5) whose height and width are the least size the message
+    names (one more for "larger than"), with a batch of 2 where the images grow past 224."""
+    side = int(m.group(2)) + (1 if "than" in m.group(1).lower() and "no " not in m.group(1).lower() else 0)
+    new = []
+    for s in specs:
+        shape = list(s.get("shape", []))
+        if s["kind"] == "tensor" and len(shape) in (4, 5) and min(shape[-2:]) < side <= 1024:
+            shape[-2:] = [side, side]
+            if side >= 224:
+                shape[0] = min(shape[0], 2)
+        new.append({**s, "shape": shape} if "shape" in s else s)
+    return [new] if new != specs and sum(math.prod(s.get("shape", [0])) * 4 for s in new) <= MAX_INPUT_BYTES else []
+
+
 def _longer_signals(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
     """Signals long enough for the padding a short-time transform adds (``stft`` pads by half
     its window: ``padding (512, 512) at dimension 2 of input [1, 1024, 64]``): the last axis
@@ -625,6 +646,7 @@ RULES: tuple[Rule, ...] = (
                                      r"input image is smaller than kernel|Padding size should be less than|"
                                      r"should be less than or equal to two times the input dimension|too small"),
          _larger_images),
+    Rule("least_size", _LEAST_SIZE, _least_size),
     Rule("class_target", re.compile(r"target", re.I), _class_target,
          also=re.compile(r"Long|Int\b|integer|class indices")),
     Rule("float_target", re.compile(r"Expected floating point type for target|target.*float|Float.*target"),
