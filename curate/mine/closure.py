@@ -407,7 +407,10 @@ class Resolver(_Lookup, _LibraryRules, _Emission):
                     st.refmarks[ref] = ent
                     lines.append(f"{local} = {ref}")
                 except (ClosureError, RecursionError):
-                    lines.append(f"raise ImportError({absmod + '.' + alias.name!r} + ' is not part of the problem')")
+                    # as Python raises it for a missing package: ``except ModuleNotFoundError:``
+                    # fallbacks (``from apex.normalization import FusedLayerNorm``) catch it
+                    shown = absmod + "." + alias.name
+                    lines.append(f"raise ModuleNotFoundError({shown!r} + ' is not part of the problem')")
                     break
             if lines is not None:
                 edits.append((node.lineno, node.col_offset, node.end_lineno, node.end_col_offset, lines))
@@ -444,7 +447,7 @@ class Resolver(_Lookup, _LibraryRules, _Emission):
         a namespace of the module holding what ``code`` reads through ``name``: its direct
         attributes, or with ``chains`` every dotted chain (``name.sub.attr``) through modules.
         Returns the state and the replacement lines; a module that cannot be copied ends the
-        lines with an ``ImportError`` raise, as the missing package would."""
+        lines with a ``ModuleNotFoundError`` raise, as the missing package would."""
         lines = []
         for module, name, shown in binds:
             ent = ("<module>", module)
@@ -460,7 +463,7 @@ class Resolver(_Lookup, _LibraryRules, _Emission):
                             break
                         got = self._namespace_attr(got, attr, trial, via)
             except (ClosureError, RecursionError):
-                lines.append(f"raise ImportError({shown!r} + ' is not part of the problem')")
+                lines.append(f"raise ModuleNotFoundError({shown!r} + ' is not part of the problem')")
                 break
             st = trial
             ref = f"__curate_ref_{len(st.refmarks)}__"

@@ -14,9 +14,10 @@ and, declared or not, the model libraries of :data:`WELL_KNOWN` (torchvision, ti
 placeholder's package is matched to a declared distribution by name (``torch_einops_utils``:
 ``torch-einops-utils``) or by prefix (``pyro``: ``pyro-ppl``); the distribution is
 downloaded from PyPI (its newest release, kept in the cache; the version is written into the
-problem like a manifest ``deps`` entry's) and used only when it holds that package. The second try replaces the rejection only when it
-keeps the class: following a framework's code (a metaclass registry, a class over the closure
-size limit) never loses a class the placeholders let run.
+problem like a manifest ``deps`` entry's) and used only when it holds that package. The
+second try replaces the rejection only when it keeps the class: following a framework's code
+(a metaclass registry, a class over the closure size limit) never loses a class the
+placeholders let run.
 """
 
 from __future__ import annotations

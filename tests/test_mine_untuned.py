@@ -1,7 +1,10 @@
-"""A source's declared dependencies, followed on a second try when a placeholder of one of
-them is what failed (curate.mine.declared), model factories asked for no downloaded weights
-(curate.mine.codegen), and inputs drawn in the unit interval where normal ones make the
-output NaN (curate.mine.synthesize). On real code of manifests/pypi-pytorch.yaml's packages."""
+"""Mining code nobody tuned for, second part: a source's declared dependencies followed on a
+second try when a placeholder of one of them is what failed (curate.mine.declared); model
+factories asked for no downloaded weights (curate.mine.codegen); inputs drawn in the unit
+interval where normal ones make the output NaN or fail a value check, and images of the least
+size an error names (curate.mine.synthesize, curate.mine.repairs); a package missing from a
+``try`` block raising ``ModuleNotFoundError`` as Python does (curate.mine.closure). On real
+code of manifests/pypi-pytorch.yaml's packages."""
 
 from __future__ import annotations
 
@@ -188,3 +191,16 @@ def test_image_metrics_that_check_their_inputs_get_images_they_take(module, cls,
     if side:
         assert all(s["shape"][-2:] == [side, side] for s in images)
     run_alone(got["code"])
+
+
+def test_a_missing_package_in_a_try_block_falls_back_as_python_would():
+    """dptb 2.2.1's ``dptb/nn/hr2hR.py`` (the manifest's ``dptb/nn/*.py``) imports ``vbcsr``
+    in ``try:`` and binds ``None`` under ``except ModuleNotFoundError:``. The copied import
+    raises ``ModuleNotFoundError``, as a missing package does, so the fallback runs and the
+    problem file loads."""
+    source = resolve({"kind": "pypi", "name": "dptb", "version": "2.2.1", "include": ["dptb/nn/*.py"]}, CACHE)
+    code = Resolver(source.root, {}, source.importable).closure("dptb.nn.hr2hR", "Hr2HR").source
+    assert "except ModuleNotFoundError:" in code and "vbcsr" in code
+    ns: dict = {}
+    exec(compile(code, "<hr2hR>", "exec"), ns)
+    assert ns["ImageContainer"] is None and isinstance(ns["Hr2HR"], type)
