@@ -8,6 +8,7 @@ code of manifests/pypi-pytorch.yaml's packages."""
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import socket
 import textwrap
@@ -21,8 +22,10 @@ from test_mine_yield import pypi, run_alone
 from curate.mine import default_cache, run
 from curate.mine.closure import Resolver
 from curate.mine.codegen import exec_safe
-from curate.mine.declared import DeclaredDependencies, declared_requirements, placeholder_packages, provider
+from curate.mine.declared import (DeclaredDependencies, declared_requirements, pinned_versions,
+                                  placeholder_packages, provider)
 from curate.mine.errors import SynthesisError
+from curate.mine.guess import config_classes
 from curate.mine.sources import resolve
 from curate.mine.synthesize import synthesize
 from curate.problem import load_problem
@@ -46,7 +49,7 @@ def test_a_directory_declares_its_requirements_in_requirements_txt_and_pyproject
     repository declares its dependencies in."""
     shutil.copytree(resolve(XUNET, CACHE).root / "x_unet", tmp_path / "x_unet")
     (tmp_path / "requirements.txt").write_text("torch>=2.5  # the runtime\n-r more.txt\n\n"
-                                               "einops>=0.8.0\ngit+https://example.invalid/x.git\n")
+                                               "einops (==0.8.0)\ngit+https://example.invalid/x.git\n")
     (tmp_path / "pyproject.toml").write_text(textwrap.dedent("""\
         [project]
         name = "x"
@@ -54,8 +57,18 @@ def test_a_directory_declares_its_requirements_in_requirements_txt_and_pyproject
         """))
     source = resolve({"kind": "dir", "name": "x", "path": str(tmp_path)}, CACHE)
     assert declared_requirements(source) == ["einops", "torch-einops-utils"]
+    assert pinned_versions(source) == {"einops": "0.8.0"}  # a range (>=0.1.29) is no pin
     (tmp_path / "pyproject.toml").write_text("[project\n")  # broken: the other file still counts
     assert declared_requirements(source) == ["einops"]
+
+
+def test_a_dependency_pinned_to_one_release_is_that_release():
+    """alphafold3-pytorch 0.8.3 pins ``multimolecule==0.0.5`` and ``scipy==1.13.1``: those are
+    the releases a second try downloads (an older API a source was written against)."""
+    source = resolve({"kind": "pypi", "name": "alphafold3-pytorch", "version": "0.8.3"}, CACHE)
+    pins = pinned_versions(source)
+    assert pins["multimolecule"] == "0.0.5" and pins["scipy"] == "1.13.1"
+    assert "einops" in declared_requirements(source) and "einops" not in pins
 
 
 def test_a_placeholder_package_is_matched_to_a_distribution_by_name_or_prefix():
@@ -204,3 +217,25 @@ def test_a_missing_package_in_a_try_block_falls_back_as_python_would():
     ns: dict = {}
     exec(compile(code, "<hr2hR>", "exec"), ns)
     assert ns["ImageContainer"] is None and isinstance(ns["Hr2HR"], type)
+
+
+def test_a_class_whose_metaclass_raises_on_any_attribute_is_not_a_configuration():
+    """A dependency-injection container's class answers every attribute it lacks with its own
+    error, not ``AttributeError`` (as the ``dependencies`` package's ``Injector`` does for
+    ``__dataclass_fields__``): looking for configuration classes skips it instead of failing
+    the synthesis."""
+    class Unresolvable(Exception):
+        pass
+
+    class InjectorMeta(type):
+        def __getattr__(cls, attr):
+            raise Unresolvable(f"{cls.__name__!r} can not resolve attribute {attr!r}")
+
+    class Injector(metaclass=InjectorMeta):
+        pass
+
+    @dataclasses.dataclass
+    class Config:
+        width: int = 64
+
+    assert config_classes({"Injector": Injector, "Config": Config}) == [Config]

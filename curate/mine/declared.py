@@ -13,8 +13,8 @@ declares them as dependencies:
 and, declared or not, the model libraries of :data:`WELL_KNOWN` (torchvision, timm). A
 placeholder's package is matched to a declared distribution by name (``torch_einops_utils``:
 ``torch-einops-utils``) or by prefix (``pyro``: ``pyro-ppl``); the distribution is
-downloaded from PyPI (its newest release, kept in the cache; the version is written into the
-problem like a manifest ``deps`` entry's) and used only when it holds that package. The
+downloaded from PyPI (the release it is pinned to, ``==``, else its newest; kept in the cache;
+the version is written into the problem like a manifest ``deps`` entry's) and used only when it holds that package. The
 second try replaces the rejection only when it keeps the class: following a framework's code
 (a metaclass registry, a class over the closure size limit) never loses a class the
 placeholders let run.
@@ -50,7 +50,12 @@ def normalized(name: str) -> str:
     return re.sub(r"[-_.]+", "_", name).lower()
 
 
-def _requirement_names(lines: Iterable[str]) -> list[str]:
+#: an exact pin: ``dependencies (==2.0.1)``, ``dependencies==2.0.1``
+_PIN = re.compile(r"^\(?\s*==\s*([\w.!+-]+)\s*\)?$")
+
+
+def _requirements(lines: Iterable[str]) -> list[tuple[str, str | None]]:
+    """``(name, exact version or None)`` of each requirement line that applies without an extra."""
     out = []
     for line in lines:
         line = line.split("#", 1)[0].strip()
@@ -61,14 +66,12 @@ def _requirement_names(lines: Iterable[str]) -> list[str]:
             continue
         m = _NAME.match(req)
         if m:
-            out.append(m.group(1))
+            pin = _PIN.match(req[m.end():].strip())
+            out.append((m.group(1), pin.group(1) if pin else None))
     return out
 
 
-def declared_requirements(source: Source) -> list[str]:
-    """Distribution names ``source`` declares as its run-time dependencies, in declared order,
-    without torch and the other modules every problem may import; ``[]`` when it declares
-    none or its metadata cannot be read."""
+def _declared(source: Source) -> list[tuple[str, str | None]]:
     lines: list[str] = []
     if source.kind == "pypi":
         for meta in list(source.root.glob("*.dist-info/METADATA")) + list(source.root.glob("PKG-INFO")):
@@ -86,8 +89,20 @@ def declared_requirements(source: Source) -> list[str]:
                 deps = None
             lines += [d for d in deps or () if isinstance(d, str)]
     runtime = {normalized(m) for m in RUNTIME_MODULES}
-    names = [n for n in _requirement_names(lines) if normalized(n) not in runtime]
-    return list(dict.fromkeys(names))
+    return [(n, v) for n, v in _requirements(lines) if normalized(n) not in runtime]
+
+
+def declared_requirements(source: Source) -> list[str]:
+    """Distribution names ``source`` declares as its run-time dependencies, in declared order,
+    without torch and the other modules every problem may import; ``[]`` when it declares
+    none or its metadata cannot be read."""
+    return list(dict.fromkeys(n for n, _ in _declared(source)))
+
+
+def pinned_versions(source: Source) -> dict[str, str]:
+    """``{normalized name: version}`` of the declared dependencies pinned to one release
+    (``dependencies==2.0.1``): that release is the one downloaded, not the newest."""
+    return {normalized(n): v for n, v in _declared(source) if v}
 
 
 def placeholder_packages(closure_source: str) -> set[str]:
@@ -126,29 +141,30 @@ class DeclaredDependencies:
 
     def __init__(self, cache: Path):
         self.cache = cache
-        self._roots: dict[tuple[str, str], tuple[Path, str] | None] = {}
+        self._roots: dict[tuple[str, str, str], tuple[Path, str] | None] = {}
 
     def roots_for(self, source: Source, packages: Iterable[str]) -> list[tuple[Path, str]]:
         """``(root, "name version (licence)")`` of the declared distributions holding
         ``packages`` (placeholder packages of a closure), each downloaded once; a package no
         declared distribution provides, or whose download fails (logged), is left out."""
-        reqs = declared_requirements(source)
+        reqs, pins = declared_requirements(source), pinned_versions(source)
         out: list[tuple[Path, str]] = []
         for package in sorted(set(packages)):
             dist = provider(package, reqs) or (package if package in WELL_KNOWN else None)
             if dist is None:
                 continue
-            key = (normalized(dist), package)
+            version = pins.get(normalized(dist))
+            key = (normalized(dist), version or "", package)
             if key not in self._roots:
-                self._roots[key] = self._fetch(dist, package)
+                self._roots[key] = self._fetch(dist, version, package)
             got = self._roots[key]
             if got is not None and got not in out:
                 out.append(got)
         return out
 
-    def _fetch(self, dist: str, package: str) -> tuple[Path, str] | None:
+    def _fetch(self, dist: str, version: str | None, package: str) -> tuple[Path, str] | None:
         try:
-            src = resolve({"kind": "pypi", "name": dist}, self.cache)
+            src = resolve({"kind": "pypi", "name": dist, **({"version": version} if version else {})}, self.cache)
         except SourceUnavailable as exc:
             log.warning("declared dependency %s unavailable: %s", dist, exc)
             return None

@@ -205,14 +205,17 @@ def config_classes(ns: dict[str, Any]) -> list[type]:
     have defaults (``ModelArgs`` and the like)."""
     out = []
     for obj in list(ns.values()):
-        if not isinstance(obj, type) or issubclass(obj, nn.Module):
-            continue
-        if any(k.__name__ in ("PreTrainedConfig", "PretrainedConfig") for k in obj.__mro__[1:]):
-            out.append(obj)
-        elif dataclasses.is_dataclass(obj) and all(
-                f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
-                for f in dataclasses.fields(obj)) and dataclasses.fields(obj):
-            out.append(obj)
+        try:
+            if not isinstance(obj, type) or issubclass(obj, nn.Module):
+                continue
+            if any(k.__name__ in ("PreTrainedConfig", "PretrainedConfig") for k in obj.__mro__[1:]):
+                out.append(obj)
+            elif dataclasses.is_dataclass(obj) and all(
+                    f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
+                    for f in dataclasses.fields(obj)) and dataclasses.fields(obj):
+                out.append(obj)
+        except Exception:  # noqa: BLE001 - a class whose metaclass answers any attribute with its own error
+            continue  # (brevitas' dependency injectors raise DependencyError for __dataclass_fields__)
     return out
 
 
