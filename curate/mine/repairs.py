@@ -419,11 +419,17 @@ _UNIT_VALUES = re.compile(r"(?i)(?:greater (?:than )?or equal to|>=|at least|not
                           r"between 0(?:\.0*)? and 1(?:\.0*)?\b")
 
 
-def _unit_values(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
-    """Every floating-point tensor input drawn in [0.01, 0.99] (``unit_interval``,
-    :mod:`curate.problem`): the forward checks its inputs are images or probabilities."""
-    new = [{**s, "unit_interval": True} if s["kind"] == "tensor" and s.get("dtype", "float32").startswith(
+def in_unit_interval(specs: Specs) -> Specs:
+    """``specs`` with every floating-point tensor input drawn in [0.01, 0.99] (``unit_interval``,
+    :mod:`curate.problem`)."""
+    return [{**s, "unit_interval": True} if s["kind"] == "tensor" and s.get("dtype", "float32").startswith(
         ("float", "bfloat")) else s for s in specs]
+
+
+def _unit_values(specs: Specs, m: re.Match, module: nn.Module) -> list[Specs]:
+    """The inputs in the unit interval (:func:`in_unit_interval`): the forward checks its
+    inputs are images or probabilities."""
+    new = in_unit_interval(specs)
     return [new] if new != specs else []
 
 

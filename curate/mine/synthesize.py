@@ -87,7 +87,7 @@ from curate.mine.inputs import (
     _without_extras,
     call,
 )
-from curate.mine.repairs import _INPUT_NOT_IMPLEMENTED, _repair_specs, _warning_repairs
+from curate.mine.repairs import _INPUT_NOT_IMPLEMENTED, _repair_specs, _warning_repairs, in_unit_interval
 from curate.problem import assemble, build_inputs, exec_source, load_problem
 
 __all__ = ["EXEC_SAFE_LINE", "ConstructorSearch", "SynthesisError", "blame", "find_inputs", "synthesis_version",
@@ -312,7 +312,7 @@ def _synthesize(closure_source: str, class_name: str, doc: str, budget_s: float 
                              search.last_line)
     module, kwargs, specs, out, lazy = found
     if not _finite(out):
-        specs, out = _in_unit_interval(module, specs)
+        specs, out = _finite_in_unit_interval(module, specs)
         if out is None:
             raise SynthesisError("nonfinite_output", "the output holds NaN or infinity")
     mode = determinism(module, specs, out)
@@ -354,13 +354,12 @@ def _synthesize(closure_source: str, class_name: str, doc: str, budget_s: float 
 #: while classes get ``"builtins"`` (the builtins module's ``__name__``); functions get that
 #: too, a module ``dataclasses`` finds in ``sys.modules`` for string annotations.
 
-def _in_unit_interval(module: nn.Module, specs: list[dict]) -> tuple[list[dict], Any]:
+def _finite_in_unit_interval(module: nn.Module, specs: list[dict]) -> tuple[list[dict], Any]:
     """The inputs with every floating-point tensor drawn in [0.01, 0.99] (``unit_interval``,
     :mod:`curate.problem`) and the output they give, or ``(specs, None)`` when that output
     is not finite either: a loss of probabilities (``log(p)``), a ``log``, ``sqrt`` or
     ``atanh`` of its input is NaN on about half of normal samples."""
-    new = [{**s, "unit_interval": True} if s["kind"] == "tensor" and s.get("dtype", "float32").startswith(
-        ("float", "bfloat")) else s for s in specs]
+    new = in_unit_interval(specs)
     if new == specs:
         return specs, None
     try:
