@@ -319,12 +319,12 @@ def build_inputs(input_spec: list[dict], device: str = "cpu", seed: int | None =
         gen = torch.Generator(device=device).manual_seed(seed)
     out: list[Any] = []
     for spec in parse_input_spec(input_spec):
-        if spec.kind == "tensor" and spec.unit_interval:
+        if spec.kind == "tensor":
             dt = getattr(torch, spec.dtype or "float32")
-            out.append(torch.rand(spec.shape, dtype=dt, device=device, generator=gen) * UNIT_SCALE + UNIT_LOW)
-        elif spec.kind == "tensor":
-            dt = getattr(torch, spec.dtype or "float32")
-            out.append(torch.randn(spec.shape, dtype=dt, device=device, generator=gen))
+            if spec.unit_interval:
+                out.append(torch.rand(spec.shape, dtype=dt, device=device, generator=gen) * UNIT_SCALE + UNIT_LOW)
+            else:
+                out.append(torch.randn(spec.shape, dtype=dt, device=device, generator=gen))
         elif spec.kind == "index":
             out.append(torch.randint(spec.low or 0, spec.high, spec.shape, device=device, generator=gen))
         elif spec.kind == "mask":

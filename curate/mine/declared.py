@@ -14,10 +14,10 @@ and, declared or not, the model libraries of :data:`WELL_KNOWN` (torchvision, ti
 placeholder's package is matched to a declared distribution by name (``torch_einops_utils``:
 ``torch-einops-utils``) or by prefix (``pyro``: ``pyro-ppl``); the distribution is
 downloaded from PyPI (the release it is pinned to, ``==``, else its newest; kept in the cache;
-the version is written into the problem like a manifest ``deps`` entry's) and used only when it holds that package. The
-second try replaces the rejection only when it keeps the class: following a framework's code
-(a metaclass registry, a class over the closure size limit) never loses a class the
-placeholders let run.
+the version is written into the problem like a manifest ``deps`` entry's) and used only when
+it holds that package. The second try replaces the rejection only when it keeps the class:
+following a framework's code (a metaclass registry, a class over the closure size limit)
+never loses a class the placeholders let run.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from typing import Iterable
 
 from curate.mine.closure import Resolver
 from curate.mine.closure_types import RUNTIME_MODULES, ClosureError
+from curate.mine.deps import provenance_label
 from curate.mine.sources import Source, SourceUnavailable, resolve
 
 log = logging.getLogger(__name__)
@@ -147,7 +148,9 @@ class DeclaredDependencies:
         """``(root, "name version (licence)")`` of the declared distributions holding
         ``packages`` (placeholder packages of a closure), each downloaded once; a package no
         declared distribution provides, or whose download fails (logged), is left out."""
-        reqs, pins = declared_requirements(source), pinned_versions(source)
+        declared = _declared(source)  # the metadata read once for both
+        reqs = list(dict.fromkeys(n for n, _ in declared))
+        pins = {normalized(n): v for n, v in declared if v}
         out: list[tuple[Path, str]] = []
         for package in sorted(set(packages)):
             dist = provider(package, reqs) or (package if package in WELL_KNOWN else None)
@@ -172,7 +175,7 @@ class DeclaredDependencies:
         root = next((r for r in (src.root, src.root / "src") if _holds(r, package)), None)
         if root is None:
             return None
-        return root, f"{src.name} {src.version} ({src.licence or 'licence unknown'})"
+        return root, provenance_label(src)
 
     def second_closures(self, resolver: Resolver, source: Source,
                         rejected: list[tuple[str, str, str]]) -> dict[int, str]:
@@ -188,10 +191,11 @@ class DeclaredDependencies:
             first; the others are not tried again.
         """
         wanted = {k: placeholder_packages(text) for k, (_, _, text) in enumerate(rejected)}
-        roots = self.roots_for(source, set().union(*wanted.values())) if wanted else []
+        packages = set().union(*wanted.values())
+        roots = self.roots_for(source, packages) if packages else []
         if not roots:
             return {}
-        provided = {p for r, _ in roots for p in set().union(*wanted.values()) if _holds(r, p)}
+        provided = {p for r, _ in roots for p in packages if _holds(r, p)}
         # modules a first lookup found in no root are remembered as None: not reused
         indexes = {m: i for m, i in resolver.indexes.items() if i is not None}
         second = type(resolver)(resolver.root, indexes, frozenset(resolver.runtime - RUNTIME_MODULES),

@@ -15,9 +15,15 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from curate.mine.sources import SourceUnavailable, resolve
+from curate.mine.sources import Source, SourceUnavailable, resolve
 
 log = logging.getLogger(__name__)
+
+
+def provenance_label(src: Source) -> str:
+    """``"name version (licence)"``: how a dependency's code is credited in the problems that
+    copy it."""
+    return f"{src.name} {src.version} ({src.licence or 'licence unknown'})"
 
 
 def dependency_roots(entry: dict, cache: Path) -> list[tuple[Path, str]]:
@@ -32,5 +38,5 @@ def dependency_roots(entry: dict, cache: Path) -> list[tuple[Path, str]]:
         except SourceUnavailable as exc:
             log.warning("dependency %s of %s unavailable: %s", spec["name"], entry.get("name"), exc)
             continue
-        out.append((src.root, f"{src.name} {src.version} ({src.licence or 'licence unknown'})"))
+        out.append((src.root, provenance_label(src)))
     return out
