@@ -235,7 +235,9 @@ def compute_score(data_source: str, solution_str: str, ground_truth: str,
         ground_truth: the reference program (KernelBench format).
         extra_info: optional dict (or JSON) with ``init_args`` and ``input_spec`` (JSON
             strings or lists; default: the reference's ``get_init_inputs()``/``get_inputs()``),
-            ``shape_variants`` (held-out shapes the candidate must also pass), ``eager_ms``
+            ``shape_variants`` (held-out shapes the candidate must also pass), ``dtype``
+            (the precision the problem runs in: ``bfloat16``, ``float16`` or ``float32``;
+            see :func:`curate.verify.verify`), ``eager_ms``
             with ``device``/``gpu`` (the measured reference time, for the time limit) and
             ``timeout_s``; other keys (verl adds ``num_turns``...) are ignored.
         config: weights and verification settings (default :class:`RewardConfig`).
@@ -258,6 +260,7 @@ def compute_score(data_source: str, solution_str: str, ground_truth: str,
             init_args=info.get("init_args") if _present(info.get("init_args")) else None,
             input_spec=info.get("input_spec") if _present(info.get("input_spec")) else None,
             shape_variants=info.get("shape_variants") if _present(info.get("shape_variants")) else None,
+            dtype=info.get("dtype") if _present(info.get("dtype")) else None,
             device=config.device, n_trials=config.n_trials, seed=config.seed,
             time_it=config.time_it, inductor=config.baseline == "inductor")
     except (ValueError, TypeError) as exc:  # malformed extra_info (JSON errors are ValueErrors)

@@ -133,6 +133,47 @@ def _describe(obj: Any) -> str:
 CHUNK = 1 << 24
 
 
+def _tensor_stats(ref: torch.Tensor, out: torch.Tensor, tol: Tolerance) -> dict[str, Any]:
+    """Elementwise and relative-L2 figures of ``out`` against ``ref`` (same shape, dtype and
+    device type; float or complex), chunked so that large outputs never widen in one piece.
+
+    Returns ``{"nan": "candidate"|"reference"|None, "inf_differ": bool, "n_bad",
+    "max_abs", "rel" (relative L2, 0 for an all-zero reference matched exactly, inf when
+    not), "ref_norm", "excess"}``; ``excess`` is the largest ratio of an element's error to
+    its allowance ``atol + rtol * |ref|``, the quantity the elementwise test bounds by 1.
+    """
+    wide = torch.complex128 if ref.is_complex() else torch.float64
+    r_all, o_all = ref.detach().reshape(-1), out.detach().reshape(-1)
+    n_bad, max_abs, excess, sum_d2, sum_r2 = 0, 0.0, 0.0, 0.0, 0.0
+    stats: dict[str, Any] = {"nan": None, "inf_differ": False}
+    for start in range(0, r_all.numel(), CHUNK):
+        r = r_all[start:start + CHUNK].to(wide)
+        o = o_all[start:start + CHUNK].to(wide)
+        if bool(torch.isnan(o).any()) or bool(torch.isnan(r).any()):
+            stats["nan"] = "candidate" if bool(torch.isnan(o).any()) else "reference"
+            return stats
+        r_inf, o_inf = torch.isinf(r), torch.isinf(o)
+        if not torch.equal(r_inf, o_inf) or not torch.equal(r[r_inf], o[o_inf]):
+            stats["inf_differ"] = True
+            return stats
+        finite = ~r_inf
+        r, o = r[finite], o[finite]
+        if r.numel() == 0:
+            continue
+        diff = (o - r).abs()
+        allowance = tol.atol + tol.rtol * r.abs()
+        max_abs = max(max_abs, float(diff.max()))
+        n_bad += int((diff > allowance).sum())
+        if tol.atol > 0 or tol.rtol > 0:
+            excess = max(excess, float((diff / allowance.clamp_min(1e-300)).max()))
+        sum_d2 += float((diff * diff).sum())
+        sum_r2 += float((r.abs() ** 2).sum())
+    ref_norm = math.sqrt(sum_r2)
+    rel = math.sqrt(sum_d2) / ref_norm if ref_norm > 0 else (0.0 if max_abs == 0 else math.inf)
+    stats.update(n_bad=n_bad, max_abs=max_abs, rel=rel, ref_norm=ref_norm, excess=excess)
+    return stats
+
+
 def _compare_tensor(path: str, ref: torch.Tensor, out: torch.Tensor,
                     override: Tolerance | None) -> Comparison:
     if tuple(out.shape) != tuple(ref.shape):
@@ -147,32 +188,123 @@ def _compare_tensor(path: str, ref: torch.Tensor, out: torch.Tensor,
             n = int((out != ref).sum())
             return Comparison(False, f"{path}: {n} of {ref.numel()} elements differ (exact match required)")
         return Comparison(True)
-    wide = torch.complex128 if ref.is_complex() else torch.float64
-    r_all, o_all = ref.detach().reshape(-1), out.detach().reshape(-1)
-    n_bad, max_abs, sum_d2, sum_r2 = 0, 0.0, 0.0, 0.0
-    for start in range(0, r_all.numel(), CHUNK):
-        r = r_all[start:start + CHUNK].to(wide)
-        o = o_all[start:start + CHUNK].to(wide)
-        if bool(torch.isnan(o).any()) or bool(torch.isnan(r).any()):
-            where = "candidate" if bool(torch.isnan(o).any()) else "reference"
-            return Comparison(False, f"{path}: NaN in the {where} output")
-        r_inf, o_inf = torch.isinf(r), torch.isinf(o)
-        if not torch.equal(r_inf, o_inf) or not torch.equal(r[r_inf], o[o_inf]):
-            return Comparison(False, f"{path}: infinities differ")
-        finite = ~r_inf
-        r, o = r[finite], o[finite]
-        if r.numel() == 0:
-            continue
-        diff = (o - r).abs()
-        max_abs = max(max_abs, float(diff.max()))
-        n_bad += int((diff > tol.atol + tol.rtol * r.abs()).sum())
-        sum_d2 += float((diff * diff).sum())
-        sum_r2 += float((r.abs() ** 2).sum())
-    ref_norm = math.sqrt(sum_r2)
-    rel = math.sqrt(sum_d2) / ref_norm if ref_norm > 0 else (0.0 if max_abs == 0 else math.inf)
-    if n_bad:
-        return Comparison(False, f"{path}: {n_bad} of {ref.numel()} elements outside atol={tol.atol:g} "
+    st = _tensor_stats(ref, out, tol)
+    if st["nan"]:
+        return Comparison(False, f"{path}: NaN in the {st['nan']} output")
+    if st["inf_differ"]:
+        return Comparison(False, f"{path}: infinities differ")
+    max_abs, rel, ref_norm = st["max_abs"], st["rel"], st["ref_norm"]
+    if st["n_bad"]:
+        return Comparison(False, f"{path}: {st['n_bad']} of {ref.numel()} elements outside atol={tol.atol:g} "
                                  f"rtol={tol.rtol:g} (max abs err {max_abs:.3g})", max_abs, rel)
     if ref_norm > 0 and rel > tol.rel_l2:
         return Comparison(False, f"{path}: relative L2 error {rel:.3g} > {tol.rel_l2:g}", max_abs, rel)
     return Comparison(True, "", max_abs, rel if ref_norm > 0 else 0.0)
+
+
+def excess(ref: Any, out: Any, override: Tolerance | None = None) -> float:
+    """How far ``out`` is from passing :func:`compare` against ``ref``, as a ratio.
+
+    The largest, over float leaves, of the elementwise error over its allowance
+    (``|out - ref| / (atol + rtol * |ref|)``) and the relative L2 error over ``rel_l2``;
+    :func:`compare` passes exactly when this is at most 1 (and every non-float leaf is
+    equal). Returns ``math.inf`` when the structure, a shape, a dtype or an exact leaf
+    differs, or a NaN or infinity does not match.
+    """
+    if not compare_structure(ref, out):
+        return math.inf
+    worst = 0.0
+    for (_, r), (_, o) in zip(flatten(ref), flatten(out)):
+        if isinstance(r, torch.Tensor):
+            tol = tolerance_for(r.dtype, override)
+            if tol is EXACT:
+                if not torch.equal(o, r):
+                    return math.inf
+                continue
+            st = _tensor_stats(r, o, tol)
+            if st["nan"] or st["inf_differ"]:
+                return math.inf
+            worst = max(worst, st["excess"])
+            if st["ref_norm"] > 0:
+                worst = max(worst, st["rel"] / tol.rel_l2)
+            elif st["max_abs"] > 0 and tol.atol == 0:
+                return math.inf
+        elif isinstance(r, (int, float)) and not isinstance(r, bool):
+            tol = override or FP32
+            if math.isnan(r) or math.isnan(o):
+                return math.inf
+            worst = max(worst, abs(o - r) / (tol.atol + tol.rtol * abs(r)))
+        elif r != o:
+            return math.inf
+    return worst
+
+
+def compare_structure(ref: Any, out: Any) -> bool:
+    """True when ``out`` has ``ref``'s nesting, and each tensor leaf its shape, dtype and
+    device type (the checks :func:`compare` makes before any value)."""
+    ref_leaves, out_leaves = flatten(ref), flatten(out)
+    if [p for p, _ in ref_leaves] != [p for p, _ in out_leaves]:
+        return False
+    for (_, r), (_, o) in zip(ref_leaves, out_leaves):
+        if isinstance(r, torch.Tensor):
+            if not isinstance(o, torch.Tensor) or tuple(o.shape) != tuple(r.shape) \
+                    or o.dtype != r.dtype or o.device.type != r.device.type:
+                return False
+        elif isinstance(r, (int, float)) and not isinstance(r, bool):
+            if isinstance(o, torch.Tensor) or not isinstance(o, (int, float)):
+                return False
+    return True
+
+
+def _mean_output(outputs: list[Any]) -> Any:
+    """The elementwise mean of same-structured outputs (float leaves averaged in float64 and
+    cast back; other leaves taken from the first)."""
+    first = outputs[0]
+    if isinstance(first, torch.Tensor):
+        if not (first.is_floating_point() or first.is_complex()):
+            return first
+        wide = torch.complex128 if first.is_complex() else torch.float64
+        acc = torch.zeros(first.shape, dtype=wide, device=first.device)
+        for o in outputs:
+            acc += o.detach().to(wide)
+        return (acc / len(outputs)).to(first.dtype)
+    if isinstance(first, (tuple, list)) and not hasattr(first, "_fields"):
+        return type(first)(_mean_output([o[i] for o in outputs]) for i in range(len(first)))
+    if isinstance(first, dict):
+        return {k: _mean_output([o[k] for o in outputs]) for k in first}
+    if isinstance(first, float):
+        return sum(outputs) / len(outputs)
+    return first
+
+
+def constant_answer_margin(outputs: list[Any], override: Tolerance | None = None) -> float:
+    """How far the best input-independent answer is from passing the correctness check.
+
+    ``outputs`` are one model's outputs on two or more independently drawn input sets. A
+    constant candidate (one that ignores its inputs) can answer with any fixed output; the
+    ones tried are each draw's own output and the elementwise mean of all draws. For each,
+    the worst :func:`excess` over the draws is taken; the result is the smallest of these.
+    A margin at most 1 means a constant answer would pass the verifier on every draw (the
+    reference's output does not depend on its inputs, within the verifier's tolerances);
+    a margin of 40 means the best constant misses by 40 times the allowance. Outputs whose
+    structures differ between draws give ``math.inf``.
+
+    Raises:
+        ValueError: fewer than two outputs.
+    """
+    if len(outputs) < 2:
+        raise ValueError("constant_answer_margin needs outputs of at least two input sets")
+    if not all(compare_structure(outputs[0], o) for o in outputs[1:]):
+        return math.inf
+    answers = list(outputs) + [_mean_output(outputs)]
+    best = math.inf
+    for a in answers:
+        worst = 0.0
+        for ref in outputs:
+            if ref is a:
+                continue
+            worst = max(worst, excess(ref, a, override))
+            if worst >= best:
+                break
+        best = min(best, worst)
+    return best

@@ -105,8 +105,29 @@ def fresh_seed() -> int:
     return int.from_bytes(os.urandom(4), "little") % 2**31
 
 
+#: Names :func:`make_config` accepts for ``dtype`` and the torch dtype each stands for.
+DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
+          "float16": "float16", "fp16": "float16", "half": "float16"}
+
+
+def dtype_name(dtype: Any) -> str | None:
+    """The canonical torch dtype name (``"float32"``, ``"bfloat16"``, ``"float16"``) of
+    ``dtype`` (a name such as ``"bf16"``, or a ``torch.dtype``); None for None or "".
+
+    Raises:
+        ValueError: a dtype the verifier does not run problems in.
+    """
+    if dtype is None or dtype == "":
+        return None
+    key = str(dtype).removeprefix("torch.")
+    if key not in DTYPES:
+        raise ValueError(f"dtype must be one of {sorted(set(DTYPES))}, got {dtype!r}")
+    return DTYPES[key]
+
+
 def make_config(*, init_args: Any = None, input_spec: Any = None, shape_variants: Any = None,
                 device: str = "auto", n_trials: int = N_TRIALS, seed: int | None = None,
+                dtype: Any = None,
                 atol: float | None = None,
                 rtol: float | None = None, rel_l2: float | None = None, time_it: bool = True,
                 inductor: bool | None = None, allow_compile: bool = False,
@@ -125,7 +146,7 @@ def make_config(*, init_args: Any = None, input_spec: Any = None, shape_variants
                      FP32.rel_l2 if rel_l2 is None else rel_l2]
     return {
         "device": device, "seed": fresh_seed() if seed is None else int(seed),
-        "n_trials": int(n_trials),
+        "n_trials": int(n_trials), "dtype": dtype_name(dtype),
         "init_args": _json(init_args), "input_spec": _json(input_spec),
         "shape_variants": variants, "shape_variants_skipped": skipped, "tolerance": tolerance,
         "time_it": bool(time_it), "inductor": cuda if inductor is None else bool(inductor),
@@ -167,7 +188,8 @@ def _sandbox(cfg: dict[str, Any], workers: int, timeout_s: float, mem_mb: int | 
 
 def verify(reference_code: str, candidate_code: str, *, init_args: Any = None,
            input_spec: Any = None, shape_variants: Any = None, device: str = "auto",
-           n_trials: int = N_TRIALS, seed: int | None = None, timeout_s: float = 300.0,
+           n_trials: int = N_TRIALS, seed: int | None = None, dtype: Any = None,
+           timeout_s: float = 300.0,
            mem_mb: int | None | str = "auto", atol: float | None = None,
            rtol: float | None = None, rel_l2: float | None = None, time_it: bool = True,
            inductor: bool | None = None, allow_compile: bool = False,
@@ -193,6 +215,11 @@ def verify(reference_code: str, candidate_code: str, *, init_args: Any = None,
             of the input seeds. None (the default): a fresh seed from the operating system
             on every call, so the inputs are new each time (``details["seed"]`` says which,
             to reproduce a result).
+        dtype: run the problem in this precision (``"bfloat16"``/``"bf16"``,
+            ``"float16"``/``"fp16"``, ``"float32"``), as KernelBench's harness does for its
+            precision setting: both models' floating-point parameters and buffers and every
+            floating-point input are cast to it (integer inputs are kept); the tolerance then
+            follows the outputs' dtype (:mod:`.correctness`). None: as the problem defines.
         timeout_s: wall-clock limit for the whole verification (seconds).
         mem_mb: address-space budget of the worker (MiB); ``"auto"``: 8192 on CPU, none on CUDA.
         atol, rtol, rel_l2: override the float tolerances (see :mod:`.correctness`).
@@ -212,7 +239,7 @@ def verify(reference_code: str, candidate_code: str, *, init_args: Any = None,
             ``init_args``/``input_spec`` strings.
     """
     cfg = make_config(init_args=init_args, input_spec=input_spec, shape_variants=shape_variants,
-                      device=device, n_trials=n_trials, seed=seed, atol=atol, rtol=rtol,
+                      device=device, n_trials=n_trials, seed=seed, dtype=dtype, atol=atol, rtol=rtol,
                       rel_l2=rel_l2, time_it=time_it, inductor=inductor,
                       allow_compile=allow_compile, warmup=warmup, trials=trials,
                       suspicious_speedup=suspicious_speedup)

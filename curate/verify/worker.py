@@ -55,7 +55,20 @@ def _seed_all(seed: int) -> None:
         np.random.seed(seed % 2**32)
 
 
-def _make_inputs(ns: dict, spec: list | None, device: str, seed: int) -> list:
+def _cast(xs: list, dtype: str | None) -> list:
+    """Floating-point tensors of ``xs`` cast to ``dtype`` (others kept), as a harness run in
+    that precision does."""
+    if dtype is None:
+        return xs
+    dt = getattr(torch, dtype)
+    return [x.to(dt) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in xs]
+
+
+def _make_inputs(ns: dict, spec: list | None, device: str, seed: int, dtype: str | None = None) -> list:
+    return _cast(_draw_inputs(ns, spec, device, seed), dtype)
+
+
+def _draw_inputs(ns: dict, spec: list | None, device: str, seed: int) -> list:
     """The inputs for one set: from the spec, else from the problem's ``get_inputs()``.
 
     ``get_inputs()`` runs with ``device`` as torch's default device, so its factory calls
@@ -79,9 +92,10 @@ def _make_inputs(ns: dict, spec: list | None, device: str, seed: int) -> list:
     return [x.to(device) if isinstance(x, torch.Tensor) else x for x in ns["get_inputs"]()]
 
 
-def _build(cls: type, init: list, device: str, seed: int) -> torch.nn.Module:
+def _build(cls: type, init: list, device: str, seed: int, dtype: str | None = None) -> torch.nn.Module:
     _seed_all(seed)
-    return cls(*init).to(device)
+    model = cls(*init).to(device)
+    return model.to(getattr(torch, dtype)) if dtype else model
 
 
 def _clone(xs: list) -> list:
@@ -226,7 +240,8 @@ def _reference_phase(code: str, cfg: dict, device: str, det: dict,
     ns = state["ns"]
     init = list(cfg["init_args"]) if cfg.get("init_args") is not None else list(ns["get_init_inputs"]())
     seed, spec = cfg["seed"], cfg.get("input_spec")
-    model = _build(ns["Model"], init, device, seed)
+    dtype = cfg.get("dtype")
+    model = _build(ns["Model"], init, device, seed, dtype)
     sets = []  # input sets: (label, index, init args, input spec, seed)
     recorder = OpRecorder()
     for i in range(cfg["n_trials"]):
@@ -236,8 +251,8 @@ def _reference_phase(code: str, cfg: dict, device: str, det: dict,
         sets.append(("held-out shape", j, v_init, v["input_spec"], seed + 100 + j))
     done = []
     for label, i, s_init, s_spec, s_seed in sets:
-        m = model if s_init == init else _build(ns["Model"], s_init, device, seed)
-        xs = _make_inputs(ns, s_spec, device, s_seed)
+        m = model if s_init == init else _build(ns["Model"], s_init, device, seed, dtype)
+        xs = _make_inputs(ns, s_spec, device, s_seed, dtype)
         pristine = _clone(xs)
         if label == "trial" and i == 0:
             with recorder:
@@ -257,13 +272,13 @@ def _reference_phase(code: str, cfg: dict, device: str, det: dict,
     det["reference_ops"] = sorted(recorder.compute_ops())
     det["reference_mutates_inputs"] = any(d["after"] is not None for d in done)
     eager_ms = inductor_ms = None
-    timing_key = repr((init, spec, cfg["warmup"], cfg["trials"], bool(cfg["inductor"])))
+    timing_key = repr((init, spec, dtype, cfg["warmup"], cfg["trials"], bool(cfg["inductor"])))
     cached = state["timings"].get(timing_key)
     if cfg["time_it"] and cached is not None:  # the baseline was timed by an earlier call
         eager_ms, inductor_ms = cached["eager_ms"], cached["inductor_ms"]
         det.update(cached["details"], reference_timing_cached=True)
     elif cfg["time_it"]:
-        xs = _make_inputs(ns, spec, device, seed)
+        xs = _make_inputs(ns, spec, device, seed, dtype)
         t = _time(model, xs, device, cfg["warmup"], cfg["trials"])
         eager_ms = t["median_ms"]
         det["eager_timing"] = t
@@ -339,7 +354,7 @@ def _candidate_checks(code: str, ref: dict, cfg: dict, device: str, tol: Toleran
         key = repr(init)
         if key not in models:
             try:
-                models[key] = _build(model_new, init, device, cfg["seed"])
+                models[key] = _build(model_new, init, device, cfg["seed"], cfg.get("dtype"))
             except Exception as exc:
                 raise _Fail(f"ModelNew({', '.join(map(repr, init))}) raised {_short(exc)}") from None
         return models[key]
@@ -352,7 +367,7 @@ def _candidate_checks(code: str, ref: dict, cfg: dict, device: str, tol: Toleran
     for n, s in enumerate(ref["sets"]):
         where = f"{s['label']} {s['i']}"
         m = model_for(s["init"])
-        xs = _make_inputs(ref["ns"], s["spec"], device, s["seed"])
+        xs = _make_inputs(ref["ns"], s["spec"], device, s["seed"], cfg.get("dtype"))
         pristine = _clone(xs) if s["after"] is None else None
         poison_device_cache(device, [t.numel() * t.element_size() for t in output_tensors(s["out"])])
         c0 = counter.count
@@ -423,7 +438,7 @@ def _candidate_checks(code: str, ref: dict, cfg: dict, device: str, tol: Toleran
 
 def _time_candidate(ref: dict, cfg: dict, device: str, model: torch.nn.Module, res: dict) -> None:
     det = res["details"]
-    xs = _make_inputs(ref["ns"], ref["spec"], device, cfg["seed"])
+    xs = _make_inputs(ref["ns"], ref["spec"], device, cfg["seed"], cfg.get("dtype"))
     try:
         t = _time(model, xs, device, cfg["warmup"], cfg["trials"])
     except Exception as exc:
@@ -433,7 +448,7 @@ def _time_candidate(ref: dict, cfg: dict, device: str, model: torch.nn.Module, r
     cand_ms = t["median_ms"]
     if res["eager_ms"] and cand_ms > 0 and res["eager_ms"] / cand_ms > cfg["suspicious_speedup"]:
         # an outsized speedup must survive a second timing on fresh inputs; keep the slower
-        xs = _make_inputs(ref["ns"], ref["spec"], device, cfg["seed"] + 999)
+        xs = _make_inputs(ref["ns"], ref["spec"], device, cfg["seed"] + 999, cfg.get("dtype"))
         try:
             t2 = _time(model, xs, device, cfg["warmup"], cfg["trials"])
         except Exception as exc:
