@@ -133,17 +133,28 @@ def plan_trials(est_ms: float | None, trials: int, budget_s: float, min_trials: 
     return max(min(min_trials, trials), min(trials, fit))
 
 
+#: A callback run between timed trials, outside the timed interval: ``between(i, n)`` before
+#: trial ``i`` of ``n`` (its flush included) and ``between(n, n)`` after the last one.
+Between = Callable[[int, int], None]
+
+
 def time_cuda(fn: Callable[[], object], n: int, flush: L2Flush | None = None,
-              device: str | torch.device = "cuda", sync_all: bool = True) -> list[float]:
+              device: str | torch.device = "cuda", sync_all: bool = True,
+              between: Between | None = None) -> list[float]:
     """Time ``n`` calls of ``fn`` with CUDA events (ms per call).
 
-    Each trial: flush L2 (when ``flush`` is given), record a start event, call, (with
-    ``sync_all``) synchronize the device, record an end event, synchronize again.
+    Each trial: ``between(i, n)`` (when given; the device is synchronized after it), flush
+    L2 (when ``flush`` is given), record a start event, call, (with ``sync_all``)
+    synchronize the device, record an end event, synchronize again. ``between(n, n)`` runs
+    after the last trial.
     """
     starts = [_Event(enable_timing=True) for _ in range(n)]
     ends = [_Event(enable_timing=True) for _ in range(n)]
     synchronize(device)
     for i in range(n):
+        if between is not None:
+            between(i, n)
+            _cuda_synchronize(device)
         if flush is not None:
             flush()
         starts[i].record()
@@ -152,6 +163,8 @@ def time_cuda(fn: Callable[[], object], n: int, flush: L2Flush | None = None,
             _cuda_synchronize(device)
         ends[i].record()
         _cuda_synchronize(device)
+    if between is not None:
+        between(n, n)
     return [s.elapsed_time(e) for s, e in zip(starts, ends)]
 
 
@@ -188,13 +201,18 @@ def time_cuda_graph(fn: Callable[[], object], n: int, flush: L2Flush | None = No
     return times
 
 
-def time_cpu(fn: Callable[[], object], n: int) -> list[float]:
-    """Time ``n`` calls of ``fn`` with ``time.perf_counter`` (ms per call)."""
+def time_cpu(fn: Callable[[], object], n: int, between: Between | None = None) -> list[float]:
+    """Time ``n`` calls of ``fn`` with ``time.perf_counter`` (ms per call); ``between`` as
+    for :func:`time_cuda`."""
     out = []
-    for _ in range(n):
+    for i in range(n):
+        if between is not None:
+            between(i, n)
         t = _perf_counter()
         fn()
         out.append((_perf_counter() - t) * 1e3)
+    if between is not None:
+        between(n, n)
     return out
 
 
@@ -203,7 +221,8 @@ def time_calls(fn: Callable[[], object], device: str | torch.device, trials: int
                max_ms: float | None = None, *, min_trials: int | None = None,
                spread_max: float | None | str = "auto", sync_all: bool = True,
                lock: Callable[[], ContextManager[Any]] | None = None,
-               warm_lock: Callable[[], ContextManager[Any]] | None = None) -> dict[str, float]:
+               warm_lock: Callable[[], ContextManager[Any]] | None = None,
+               between: Between | None = None) -> dict[str, float]:
     """Warm up, plan the trial count from the budget, time; return :func:`summarize`'s dict
     plus ``est_ms`` (the warm-up estimate), ``early_stop`` (1.0 when the warm-up alone
     showed a call takes over ``2 * max_ms`` and no trials were run; the summary then holds
@@ -227,6 +246,8 @@ def time_calls(fn: Callable[[], object], device: str | torch.device, trials: int
             ``lock`` is taken (the GPU lock's ``shared``): they load caches and the allocator
             beside other work, so the exclusive hold is one warm-up plus the trials; None:
             every warm-up inside ``lock``.
+        between: run between timed trials, outside the timed interval (see
+            :func:`time_cuda`), in each timed run (a re-time included); not in warm-ups.
     """
     cuda = torch.device(device).type == "cuda"
     if budget_s is None:
@@ -251,7 +272,7 @@ def time_calls(fn: Callable[[], object], device: str | torch.device, trials: int
         n = plan_trials(est, trials, budget_s, min_trials)
 
         def run() -> list[float]:
-            return time_cuda(fn, n, flush, device, sync_all) if cuda else time_cpu(fn, n)
+            return time_cuda(fn, n, flush, device, sync_all, between) if cuda else time_cpu(fn, n, between)
 
         times = run()
         total = sum(times)

@@ -4,7 +4,9 @@
   ``@triton.jit`` launches (``JITFunction.run`` and, under ``TRITON_INTERPRET=1``,
   ``InterpretedFunction.run``; ``triton.autotune``/``heuristics`` wrappers end in these) and
   calls into modules built by ``torch.utils.cpp_extension.load_inline``/``load``.
-  It patches those entry points, so it must be installed before the candidate is executed.
+  It patches those entry points, so it must be installed before the candidate is executed;
+  the patched loaders also build each candidate's extension in a folder of its own
+  (:mod:`curate.verify.extensions`: same-named extensions of different code never meet).
 - :class:`OpRecorder` (a ``TorchDispatchMode``) records the ATen operators a forward runs
   *outside* kernel launches. A candidate whose PyTorch code runs every compute operator of
   the reference is doing the work in PyTorch, whatever decoy kernel it also launches (the
@@ -93,7 +95,9 @@ class LaunchCounter:
 
     def install(self) -> None:
         """Patch Triton's launch paths and ``cpp_extension.load_inline``/``load``
-        (:meth:`uninstall` puts the originals back, for a worker that verifies again)."""
+        (:meth:`uninstall` puts the originals back, for a worker that verifies again).
+        Extensions are also built each in a folder of its own
+        (:func:`curate.verify.extensions.isolated`)."""
         self._saved: list[tuple[Any, str, Any]] = []
         try:
             from triton.runtime.jit import JITFunction
@@ -111,13 +115,15 @@ class LaunchCounter:
             pass
         import torch.utils.cpp_extension as cpp
 
+        from curate.verify.extensions import isolated
+
         for name in ("load_inline", "load"):
             original = getattr(cpp, name)
             self._saved.append((cpp, name, original))
             counter = self
 
-            def loader(*args, _original=original, **kwargs):
-                module = _original(*args, **kwargs)
+            def loader(*args, _build=isolated(original, name), **kwargs):
+                module = _build(*args, **kwargs)
                 return _CountingModule(module, counter) if module is not None else module
 
             loader.__wrapped__ = original
@@ -328,3 +334,51 @@ def changed(before: dict[str, Any], after: dict[str, Any]) -> list[str]:
     if after["trace"] != before["trace"]:
         out.append("sys.settrace/setprofile")
     return sorted(out)
+
+
+def interpreter_hooks() -> tuple:
+    """What lets code run inside the verifier's own steps without being called: pushed torch
+    function and dispatch modes (they see every operator the comparison runs), trace and
+    profile functions, and garbage-collector callbacks. A candidate's forward must leave
+    these as it found them; compare two results with ``!=``."""
+    import gc
+    import sys
+
+    return (torch._C._len_torch_function_stack(), torch._C._len_torch_dispatch_stack(),
+            id(sys.gettrace()), id(sys.getprofile()), tuple(map(id, gc.callbacks)),
+            id(threading.gettrace()), id(threading.getprofile()))
+
+
+def output_problem(out: Any, expected: Any = None, path: str = "out") -> str | None:
+    """Why ``out`` is not an output whose values exist now; None when it is.
+
+    Every tensor in the output must be exactly a ``torch.Tensor`` (or exactly the class of
+    the reference's tensor at that place, e.g. ``nn.Parameter``): a subclass, with its own
+    ``__torch_function__``/``__torch_dispatch__``, could compute its values only when the
+    checker reads them, and so could an instance attribute that shadows a tensor method
+    (``out.detach = ...``). Tuples, lists and dicts are walked; other leaves are left to the
+    comparison.
+    """
+    if isinstance(out, torch.Tensor):
+        allowed = {torch.Tensor}
+        if isinstance(expected, torch.Tensor):
+            allowed.add(type(expected))
+        if type(out) not in allowed:
+            return (f"{path} is a {type(out).__module__}.{type(out).__qualname__}, a torch.Tensor "
+                    "subclass: outputs must be plain torch.Tensor whose values exist when forward returns")
+        shadowed = sorted(k for k in getattr(out, "__dict__", {}) if hasattr(torch.Tensor, k))
+        if shadowed:
+            return f"{path} carries its own {', '.join(shadowed[:3])}: outputs must be plain torch.Tensor"
+        return None
+    if isinstance(out, (tuple, list)):
+        exp = expected if isinstance(expected, (tuple, list)) and len(expected) == len(out) else [None] * len(out)
+        for i, (o, e) in enumerate(zip(out, exp)):
+            why = output_problem(o, e, f"{path}[{i}]")
+            if why:
+                return why
+    elif isinstance(out, dict):
+        for k, o in out.items():
+            why = output_problem(o, expected.get(k) if isinstance(expected, dict) else None, f"{path}[{k!r}]")
+            if why:
+                return why
+    return None

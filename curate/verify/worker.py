@@ -36,9 +36,10 @@ from curate.problem import build_inputs, load_problem
 from curate.measure import timing as _timing
 from curate.verify import correctness as _correctness
 from curate.verify import guards as _guards
-from curate.verify.correctness import Tolerance, compare
-from curate.verify.guards import (LaunchCounter, OpRecorder, python_threads, snapshot, side_stream_kernels,
-                                  tampered)
+from curate.verify.correctness import Tolerance, compare, constant_answer_margin
+from curate.verify.guards import (LaunchCounter, OpRecorder, interpreter_hooks, output_problem, python_threads,
+                                  snapshot, side_stream_kernels, tampered)
+from curate.verify.sealed import Sealer, Tampered
 from curate.verify.load import CandidateLoadError, load_candidate
 from curate.verify.poison import poison_device_cache, poison_host_allocations, poison_outputs
 
@@ -249,7 +250,11 @@ def _reference_phase(code: str, cfg: dict, device: str, det: dict,
     for j, v in enumerate(cfg.get("shape_variants") or []):
         v_init = list(v["init_args"]) if v.get("init_args") is not None else init
         sets.append(("held-out shape", j, v_init, v["input_spec"], seed + 100 + j))
-    done = []
+    if cfg["time_it"]:  # timed calls are checked too, and once more after timing
+        for k in range(TIMED_CHECKS + 1):
+            sets.append(("probe", k, init, spec, seed + 200 + k))
+    sealer = Sealer()
+    done, trial_outs = [], []
     for label, i, s_init, s_spec, s_seed in sets:
         m = model if s_init == init else _build(ns["Model"], s_init, device, seed, dtype)
         xs = _make_inputs(ns, s_spec, device, s_seed, dtype)
@@ -263,12 +268,23 @@ def _reference_phase(code: str, cfg: dict, device: str, det: dict,
         after = None if _same_inputs(xs, pristine) else _clone(xs)
         # a module may hand out a buffer it overwrites on the next call: keep a copy, and
         # poison the original so no candidate allocation inherits the right answer
+        kept = _clone_tree(out)
+        if label == "trial":
+            trial_outs.append(kept)
         done.append({"label": label, "i": i, "init": s_init, "spec": s_spec, "seed": s_seed,
-                     "out": _clone_tree(out), "after": after})
+                     "out": sealer.seal(kept), "after": after,
+                     "out_nbytes": [t.numel() * t.element_size() for t in output_tensors(kept)]})
+        del kept
         poison_outputs(out, keep=list(m.parameters()) + list(m.buffers()))
         _sync(device)
         del out
         del xs, pristine
+    constant = False
+    if len(trial_outs) >= 2:
+        margin = constant_answer_margin(trial_outs)
+        det["constant_answer_margin"] = round(margin, 4) if margin != float("inf") else None
+        constant = margin <= 1.0
+    del trial_outs
     det["reference_ops"] = sorted(recorder.compute_ops())
     det["reference_mutates_inputs"] = any(d["after"] is not None for d in done)
     eager_ms = inductor_ms = None
@@ -294,24 +310,36 @@ def _reference_phase(code: str, cfg: dict, device: str, det: dict,
         state["timings"][timing_key] = {
             "eager_ms": eager_ms, "inductor_ms": inductor_ms,
             "details": {k: det[k] for k in ("eager_timing", "inductor_timing", "inductor_error") if k in det}}
-    return {"ns": ns, "init": init, "spec": spec, "sets": done, "ops": recorder.compute_ops(),
-            "eager_ms": eager_ms, "inductor_ms": inductor_ms}
+    return {"ns": ns, "init": init, "spec": spec, "ops": recorder.compute_ops(),
+            "sets": [d for d in done if d["label"] != "probe"],
+            "probes": [d for d in done if d["label"] == "probe"], "sealer": sealer,
+            "constant": constant, "eager_ms": eager_ms, "inductor_ms": inductor_ms}
+
+
+#: Timed calls of a candidate whose outputs are checked, at trial positions drawn afresh for
+#: every timed run (the candidate cannot tell them from the others); one more check follows
+#: the timing, on inputs it has never seen.
+TIMED_CHECKS = 3
 
 
 def _guard_snapshot() -> dict[str, int]:
-    return snapshot({
-        "correctness.compare": (_correctness, "compare"),
-        "correctness._compare_tensor": (_correctness, "_compare_tensor"),
-        "timing.time_calls": (_timing, "time_calls"),
-        "timing.time_cuda": (_timing, "time_cuda"),
-        "timing._perf_counter": (_timing, "_perf_counter"),
-        "timing._Event": (_timing, "_Event"),
-        "timing._cuda_synchronize": (_timing, "_cuda_synchronize"),
-        "worker._time": (sys.modules[__name__], "_time"),
-        "guards.tampered": (_guards, "tampered"),
-        "worker.compare": (sys.modules[__name__], "compare"),
-        "worker._same_inputs": (sys.modules[__name__], "_same_inputs"),
-    })
+    """Identities of what timing and comparison depend on: the clocks and torch functions of
+    :func:`curate.verify.guards.snapshot`, and every function and class of the verifier's own
+    modules (a candidate that replaces ``summarize`` or ``compare`` is caught)."""
+    from curate.measure import stats as _stats
+    from curate import problem as _problem
+    from curate.verify import sealed as _sealed
+
+    extra: dict[str, tuple[Any, str]] = {}
+    for mod in (sys.modules[__name__], _correctness, _guards, _timing, _stats, _sealed, _problem):
+        for attr, value in list(vars(mod).items()):
+            if callable(value) and not attr.startswith("__"):
+                extra[f"{mod.__name__.rsplit('.', 1)[-1]}.{attr}"] = (mod, attr)
+    for cls in (Sealer, _timing.L2Flush, LaunchCounter):
+        for attr, value in list(vars(cls).items()):
+            if callable(value):
+                extra[f"{cls.__name__}.{attr}"] = (cls, attr)
+    return snapshot(extra)
 
 
 def _candidate_phase(code: str, ref: dict, cfg: dict, device: str, tol: Tolerance | None,
@@ -331,14 +359,18 @@ def _candidate_checks(code: str, ref: dict, cfg: dict, device: str, tol: Toleran
     det["launch_hooks"] = counter.installed
     before = _guard_snapshot()
     threads0 = python_threads()
+    hooks0 = interpreter_hooks()
 
     def check_guards(where: str) -> None:
         changed = tampered(before, _guard_snapshot())
         if changed:
-            raise _Fail(f"candidate replaced {', '.join(changed)} ({where})")
+            raise _Fail(f"candidate replaced {', '.join(changed[:6])} ({where})")
         extra = python_threads() - threads0
         if extra > 0 and not allow_compile:
             raise _Fail(f"candidate left {extra} Python thread(s) running ({where})")
+        if interpreter_hooks() != hooks0:
+            raise _Fail("candidate left a torch function or dispatch mode, a trace or profile "
+                        f"function or a garbage-collector callback active ({where})")
 
     phases = det.setdefault("phase_s", {})
     t0 = time.perf_counter()
@@ -369,7 +401,7 @@ def _candidate_checks(code: str, ref: dict, cfg: dict, device: str, tol: Toleran
         m = model_for(s["init"])
         xs = _make_inputs(ref["ns"], s["spec"], device, s["seed"], cfg.get("dtype"))
         pristine = _clone(xs) if s["after"] is None else None
-        poison_device_cache(device, [t.numel() * t.element_size() for t in output_tensors(s["out"])])
+        poison_device_cache(device, s["out_nbytes"])
         c0 = counter.count
         side0 = counter.side_stream
         try:
@@ -406,9 +438,7 @@ def _candidate_checks(code: str, ref: dict, cfg: dict, device: str, tol: Toleran
             through_compile = allow_compile and _dynamo_graphs() > dynamo_graphs0
             if not through_compile:
                 raise _Fail("no custom kernel launched" + (f" on {where}" if n else ""))
-        cmp = compare(s["out"], out, tol)
-        if not cmp.ok:
-            raise _Fail(f"wrong output on {where}: {cmp.reason}")
+        cmp = _check_output(ref, s, out, tol, where)
         errs.append({"max_abs_err": cmp.max_abs_err, "rel_l2": cmp.rel_l2})
         if s["after"] is None:
             if not _same_inputs(xs, pristine):
@@ -429,39 +459,153 @@ def _candidate_checks(code: str, ref: dict, cfg: dict, device: str, tol: Toleran
     res["correct"] = True
     res["reason"] = "correct"
     phases["candidate_checks"] = round(time.perf_counter() - t0, 4)
+    if ref["constant"]:
+        # a kernel that writes the constant "wins" any race: correctness credit only
+        res["reason"] = CONSTANT_REFERENCE
+        return
     if cfg["time_it"]:
         t1 = time.perf_counter()
-        _time_candidate(ref, cfg, device, model_for(ref["init"]), res)
+        _time_candidate(ref, cfg, device, model_for(ref["init"]), res, tol, check_guards)
         check_guards("timing")
         phases["candidate_timing"] = round(time.perf_counter() - t1, 4)
 
 
-def _time_candidate(ref: dict, cfg: dict, device: str, model: torch.nn.Module, res: dict) -> None:
-    det = res["details"]
-    xs = _make_inputs(ref["ns"], ref["spec"], device, cfg["seed"], cfg.get("dtype"))
+#: The reason given to a correct candidate of a reference whose output does not depend on its
+#: inputs: no speedup is measured or paid.
+CONSTANT_REFERENCE = ("correct; no speedup credit: the reference's output does not depend on its inputs "
+                      "(a constant answer passes the correctness check)")
+
+
+def _check_output(ref: dict, s: dict, out: Any, tol: Tolerance | None, where: str):
+    """Compare one forward's output with the sealed reference output of input set ``s``;
+    raises :class:`_Fail` when it is not a plain tensor output or does not match."""
     try:
-        t = _time(model, xs, device, cfg["warmup"], cfg["trials"])
+        expected = ref["sealer"].unseal(s["out"])
+    except Tampered:
+        raise _Fail(f"candidate overwrote the reference's output ({where})") from None
+    why = output_problem(out, expected)
+    if why:
+        raise _Fail(f"{why} ({where})")
+    cmp = compare(expected, out, tol)
+    del expected
+    if not cmp.ok:
+        raise _Fail(f"wrong output on {where}: {cmp.reason}")
+    return cmp
+
+
+class _TimedInputs:
+    """The inputs of a candidate's timed calls: fresh values before every timed trial, and at
+    :data:`TIMED_CHECKS` trial positions drawn from the operating system's randomness the
+    values of a probe set whose reference output was taken before the candidate ran; the
+    output of those calls is checked after the call (outside the timed interval).
+
+    So a candidate cannot compute only while it is checked (count its calls, watch for a
+    new input pointer: the buffers stay the same, their values change), nor cache its output
+    by an input fingerprint (every trial's values are new), nor return a stale buffer.
+    """
+
+    def __init__(self, ref: dict, cfg: dict, device: str, model: torch.nn.Module, xs: list,
+                 tol: Tolerance | None) -> None:
+        self.ref, self.cfg, self.device, self.model, self.xs, self.tol = ref, cfg, device, model, xs, tol
+        self.probes = ref["probes"][:TIMED_CHECKS]
+        self.rng = random.SystemRandom()
+        self.sample: set[int] = set()
+        self.pending: dict | None = None
+        self.next_probe = 0
+        self.out: Any = None
+        self.checked = 0
+
+    def call(self) -> Any:
+        with torch.no_grad():
+            self.out = self.model(*self.xs)
+        return self.out
+
+    def between(self, i: int, n: int) -> None:
+        if self.pending is not None:
+            probe, self.pending = self.pending, None
+            _check_output(self.ref, probe, self.out, self.tol, f"timed call {self.checked}")
+            self.checked += 1
+        self.out = None
+        if i >= n:
+            return
+        if i == 0:
+            self.sample = set(self.rng.sample(range(n), min(len(self.probes), n)))
+        if i in self.sample:
+            self.pending = self.probes[self.next_probe % len(self.probes)]
+            self.next_probe += 1
+            seed = self.pending["seed"]
+        else:
+            seed = self.rng.randrange(2**31)
+        fresh = _make_inputs(self.ref["ns"], self.ref["spec"], self.device, seed, self.cfg.get("dtype"))
+        for k, (x, f) in enumerate(zip(self.xs, fresh)):
+            if isinstance(x, torch.Tensor) and isinstance(f, torch.Tensor):
+                if x.shape == f.shape and x.dtype == f.dtype:
+                    x.copy_(f)
+                else:
+                    self.xs[k] = f
+
+
+def _time_candidate(ref: dict, cfg: dict, device: str, model: torch.nn.Module, res: dict,
+                    tol: Tolerance | None, check_guards) -> None:
+    det = res["details"]
+    eager_ms, inductor_ms = ref["eager_ms"], ref["inductor_ms"]  # not the dict the candidate could reach
+    xs = _make_inputs(ref["ns"], ref["spec"], device, cfg["seed"], cfg.get("dtype"))
+    timed = _TimedInputs(ref, cfg, device, model, xs, tol)
+    try:
+        t = _time_checked(timed, device, cfg)
+    except _Fail:
+        raise
     except Exception as exc:
         det["timing_error"] = _short(exc)
         return
     det["candidate_timing"] = t
     cand_ms = t["median_ms"]
-    if res["eager_ms"] and cand_ms > 0 and res["eager_ms"] / cand_ms > cfg["suspicious_speedup"]:
+    if eager_ms and cand_ms > 0 and eager_ms / cand_ms > cfg["suspicious_speedup"]:
         # an outsized speedup must survive a second timing on fresh inputs; keep the slower
-        xs = _make_inputs(ref["ns"], ref["spec"], device, cfg["seed"] + 999, cfg.get("dtype"))
         try:
-            t2 = _time(model, xs, device, cfg["warmup"], cfg["trials"])
+            t2 = _time_checked(timed, device, cfg)
+        except _Fail:
+            raise
         except Exception as exc:
             det["timing_error"] = _short(exc)
             return
         det["candidate_retiming"] = t2
         cand_ms = max(cand_ms, t2["median_ms"])
+    det["timed_calls_checked"] = timed.checked
+    _final_check(ref, cfg, device, model, tol)
+    check_guards("after the final check")
     res["candidate_ms"] = cand_ms
+    res["eager_ms"], res["inductor_ms"] = eager_ms, inductor_ms
     if cand_ms > 0:
-        if res["eager_ms"]:
-            res["speedup_vs_eager"] = res["eager_ms"] / cand_ms
-        if res["inductor_ms"]:
-            res["speedup_vs_inductor"] = res["inductor_ms"] / cand_ms
+        if eager_ms:
+            res["speedup_vs_eager"] = eager_ms / cand_ms
+        if inductor_ms:
+            res["speedup_vs_inductor"] = inductor_ms / cand_ms
+
+
+def _time_checked(timed: _TimedInputs, device: str, cfg: dict) -> dict[str, float]:
+    """:func:`_time` of the candidate with :class:`_TimedInputs` between its trials."""
+    flush = _timing.L2Flush(device) if device.startswith("cuda") else None
+    t = _timing.time_calls(timed.call, device, cfg["trials"], cfg["warmup"], flush=flush,
+                           between=timed.between)
+    del flush
+    return t
+
+
+def _final_check(ref: dict, cfg: dict, device: str, model: torch.nn.Module, tol: Tolerance | None) -> None:
+    """One more forward after timing, on new input tensors with values never shown before,
+    compared with the reference (a candidate that stops computing once timed fails here)."""
+    probe = ref["probes"][TIMED_CHECKS]
+    xs = _make_inputs(ref["ns"], probe["spec"], device, probe["seed"], cfg.get("dtype"))
+    pristine = _clone(xs) if probe["after"] is None else None
+    try:
+        out = model(*xs)
+        _sync(device)
+    except BaseException as exc:  # untrusted code: SystemExit included
+        raise _Fail(f"forward raised on the check after timing: {_short(exc)}") from None
+    _check_output(ref, probe, out, tol, "the check after timing")
+    if pristine is not None and not _same_inputs(xs, pristine):
+        raise _Fail("candidate modified its inputs on the check after timing")
 
 
 def _dynamo_graphs() -> int:

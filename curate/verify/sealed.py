@@ -1,0 +1,94 @@
+"""Reference outputs kept in a form a candidate cannot find or forge.
+
+The verifier holds the reference's outputs in the process that then runs the candidate. A
+candidate can walk the garbage collector's objects (``gc.get_objects()``), find a tensor of
+the expected shape and dtype, and copy it into its own output, or overwrite it with what it
+returns (zeros, say). So the outputs are sealed as soon as they are taken: each tensor's bits
+are viewed as an integer tensor of the same width and XORed with a mask drawn from a
+generator whose seed lives only in this module's closure, and a checksum of the sealed bits
+is kept beside them. A sealed output has the wrong dtype to be found by its shape and dtype,
+copying it gives noise, and writing into it breaks the checksum (:func:`unseal` raises).
+Imports only torch and the standard library.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import torch
+
+#: Integer dtypes of each width a tensor's bits are viewed as.
+_BITS = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+
+
+class Tampered(Exception):
+    """A sealed output was written to between :func:`seal` and :func:`unseal`."""
+
+
+class _Sealed:
+    __slots__ = ("bits", "dtype", "check", "index")
+
+    def __init__(self, bits: torch.Tensor, dtype: torch.dtype, check: int, index: int) -> None:
+        self.bits, self.dtype, self.check, self.index = bits, dtype, check, index
+
+
+def _mask(like: torch.Tensor, key: int, index: int) -> torch.Tensor:
+    gen = torch.Generator(device=like.device)
+    gen.manual_seed((key + 7919 * index) % 2**63)
+    info = torch.iinfo(like.dtype)
+    return torch.randint(info.min, info.max, like.shape, dtype=like.dtype, device=like.device, generator=gen)
+
+
+def _checksum(bits: torch.Tensor) -> int:
+    return int(bits.reshape(-1).to(torch.int64).sum()) if bits.numel() else 0
+
+
+class Sealer:
+    """Seals and unseals one verification's outputs (a fresh secret per instance)."""
+
+    def __init__(self) -> None:
+        secret = int.from_bytes(os.urandom(8), "little") % 2**62
+        counter = [0]
+
+        def seal_tensor(t: torch.Tensor) -> Any:
+            width = _BITS.get(t.element_size())
+            if width is None or t.is_sparse or t.device.type == "meta":
+                return t  # no integer of that width (complex128): kept as it is
+            counter[0] += 1
+            bits = t.detach().contiguous().view(width) ^ _mask(t.detach().contiguous().view(width), secret, counter[0])
+            return _Sealed(bits, t.dtype, _checksum(bits), counter[0])
+
+        def unseal_tensor(s: _Sealed) -> torch.Tensor:
+            if _checksum(s.bits) != s.check:
+                raise Tampered("a sealed reference output was overwritten")
+            return (s.bits ^ _mask(s.bits, secret, s.index)).view(s.dtype)
+
+        self._seal_tensor, self._unseal_tensor = seal_tensor, unseal_tensor
+
+    def seal(self, obj: Any) -> Any:
+        """``obj`` (a tensor or a nest of tuples, lists and dicts) with every tensor sealed;
+        the tensors' bits are copied, so later writes to ``obj`` do not reach the seal."""
+        if isinstance(obj, torch.Tensor):
+            return self._seal_tensor(obj)
+        if isinstance(obj, (tuple, list)):
+            items = [self.seal(o) for o in obj]
+            return type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)
+        if isinstance(obj, dict):
+            return {k: self.seal(v) for k, v in obj.items()}
+        return obj
+
+    def unseal(self, obj: Any) -> Any:
+        """The original of a :meth:`seal` result (fresh tensors).
+
+        Raises:
+            Tampered: a sealed tensor's bits changed since it was sealed.
+        """
+        if isinstance(obj, _Sealed):
+            return self._unseal_tensor(obj)
+        if isinstance(obj, (tuple, list)):
+            items = [self.unseal(o) for o in obj]
+            return type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)
+        if isinstance(obj, dict):
+            return {k: self.unseal(v) for k, v in obj.items()}
+        return obj

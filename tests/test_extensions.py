@@ -1,0 +1,107 @@
+"""Candidates' C++/CUDA extensions build each in a folder of their own (curate.verify.extensions)."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing as mp
+import os
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from curate.reward import compute_score_batch
+from curate.verify import extensions
+from verify_fixtures import SMALL_SPEC, candidate, kernelbench, reply
+
+
+def _fake_loader(log: list):
+    def load_inline(name, cpp_sources, cuda_sources=None, functions=None, extra_cflags=None,
+                    build_directory=None, verbose=False):
+        log.append((name, build_directory))
+        Path(build_directory, f"{name}.so").write_text(cpp_sources)
+        return f"module {name} from {build_directory}"
+    return load_inline
+
+
+def test_build_folder_follows_the_code_not_the_name(tmp_path, monkeypatch):
+    monkeypatch.setenv(extensions.ROOT_ENV, str(tmp_path))
+    log: list = []
+    load = extensions.isolated(_fake_loader(log), "load_inline")
+    load("fused_ops", "int f() { return 1; }", functions=["f"])
+    load(name="fused_ops", cpp_sources="int f() { return 2; }", functions=["f"])
+    load("fused_ops", "int f() { return 1; }", functions=["f"], build_directory="/tmp/shared")
+    load("fused_ops", "int f() { return 1; }", functions=["f"], extra_cflags=["-O3"])
+    names = {n for n, _ in log}
+    folders = [d for _, d in log]
+    assert names == {"fused_ops"}  # the module keeps its name
+    assert folders[0] != folders[1]  # same name, other code: another folder
+    assert folders[2] == folders[0]  # same code: same folder, whatever build_directory it asked for
+    assert folders[3] not in folders[:3]  # other flags: another folder
+    assert all(Path(d).parent == tmp_path and Path(d, extensions.DONE).exists() for d in folders)
+
+
+def test_leftovers_of_a_killed_build_are_cleared(tmp_path, monkeypatch):
+    monkeypatch.setenv(extensions.ROOT_ENV, str(tmp_path))
+    log: list = []
+    load = extensions.isolated(_fake_loader(log), "load_inline")
+    load("fused_ops", "int f();")
+    folder = Path(log[0][1])
+    (folder / extensions.DONE).unlink()  # as if its builder died before finishing
+    (folder / "half_written.o").write_text("garbage")
+    (folder / "lock").write_text("")  # torch's own lock file, left by the dead builder
+    load("fused_ops", "int f();")
+    assert not (folder / "half_written.o").exists() and not (folder / "lock").exists()
+    assert (folder / extensions.DONE).exists()
+
+
+def _slow_build(root: str, delay: float, queue) -> None:
+    os.environ[extensions.ROOT_ENV] = root
+
+    def load_inline(name, cpp_sources, build_directory=None):
+        marker = Path(build_directory, "building")
+        if marker.exists():  # another process is inside this folder's build right now
+            queue.put("overlap")
+        marker.write_text(str(os.getpid()))
+        time.sleep(delay)
+        marker.unlink()
+        queue.put("built")
+        return build_directory
+
+    extensions.isolated(load_inline, "load_inline")("fused_ops", "same code")
+
+
+def test_builds_of_the_same_code_wait_for_one_another(tmp_path):
+    ctx = mp.get_context("fork")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_slow_build, args=(str(tmp_path), 0.3, queue)) for _ in range(4)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(30)
+    events = [queue.get(timeout=5) for _ in range(4)]
+    assert events == ["built"] * 4  # never two builders in one folder at once
+
+
+@pytest.mark.slow
+def test_concurrent_same_named_cpp_extensions_get_their_own_verdicts():
+    # eight replies verified at once, every one building a C++ extension named "fused_ops"
+    # with a function "fused_ops_cuda": four right, four wrong. A run-unique comment makes
+    # the two sources new to the build cache, so both really compile, side by side.
+    nonce = uuid.uuid4().hex
+    def tagged(name: str) -> str:
+        return candidate(name).replace('cpp_source = r"""', f'cpp_source = r"""\n// run {nonce}', 1)
+
+    right, wrong = tagged("relu_cpp_fused_ops"), tagged("relu_cpp_fused_ops_wrong")
+    replies = [reply(right if i % 2 == 0 else wrong) for i in range(8)]
+    relu = kernelbench("19_ReLU")
+    info = {"init_args": "[]", "input_spec": json.dumps(SMALL_SPEC)}
+    scores = compute_score_batch(["curate/test"] * 8, replies, [relu] * 8, [info] * 8,
+                                 workers=8, time_it=False, device="cpu")
+    verdicts = [s["correct"] for s in scores]
+    assert verdicts == [True, False] * 4, [s["reason"] for s in scores]
+    assert all(s["compiled"] for s in scores), [s["reason"] for s in scores]
+    root = Path(extensions.build_root())
+    built = [d for d in root.glob("fused_ops-*") if d.is_dir() and nonce in (d / "main.cpp").read_text(errors="ignore")]
+    assert len(built) == 2  # one build per distinct source, not one per reply

@@ -1,0 +1,126 @@
+"""The 2026 hack families and the reference-side rules of the verifier, on real candidates.
+
+Each red-team file in ``tests/candidates`` says in its first lines what it does; all of them
+must score zero correctness. Triton kernels run under ``TRITON_INTERPRET=1`` on the CPU.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+import torch
+
+from curate.reward import compute_score
+from curate.verify import verify as _verify
+from curate.verify.correctness import constant_answer_margin, excess
+from curate.verify.guards import output_problem
+from curate.verify.sealed import Sealer, Tampered
+from verify_fixtures import SMALL_SPEC, candidate, kernelbench, reply
+
+RELU = kernelbench("19_ReLU")
+
+
+def verify(*args, **kwargs):
+    return _verify(*args, **{"device": "cpu", "timeout_s": 120, **kwargs})
+
+
+@pytest.mark.parametrize("name, reason", [
+    # deferred output: values computed only when the checker reads them
+    ("relu_deferred", "a torch.Tensor subclass: outputs must be plain torch.Tensor"),
+    ("relu_deferred_mode", "candidate left a torch function or dispatch mode"),
+    # right only while checked: computes on its first calls, replays once timing starts
+    ("relu_checked_only", "wrong output on "),
+    ("relu_pointer_cache", "wrong output on timed call"),
+    # copies the expected output it finds through the garbage collector
+    ("relu_gc_copy", "wrong output on trial 0"),
+])
+def test_2026_hack_families_score_zero_correctness(name, reason):
+    r = verify(RELU, candidate(name), input_spec=SMALL_SPEC)
+    assert r.compiled and not r.correct, r.reason
+    assert reason in r.reason, r.reason
+    assert r.speedup_vs_eager is None and r.candidate_ms is None
+
+
+def test_checked_only_candidate_passes_when_nothing_is_timed():
+    # the same candidate is right on every call it makes untimed: what catches it is the
+    # checking of timed calls and the check after timing, not some other rule
+    r = verify(RELU, candidate("relu_checked_only"), input_spec=SMALL_SPEC, time_it=False)
+    assert r.correct, r.reason
+
+
+def test_honest_candidate_is_checked_during_and_after_timing():
+    r = verify(RELU, candidate("relu_triton"), input_spec=SMALL_SPEC)
+    assert r.correct and r.reason == "correct", r.reason
+    assert r.details["timed_calls_checked"] == 3
+    assert r.details["constant_answer_margin"] > 100
+
+
+def test_constant_reference_gets_correctness_credit_only():
+    # KernelBench level 2 #80: max over dim 1 (keepdim), minus its mean over that size-1 axis,
+    # is zero for every input; a kernel that writes zeros is correct and wins any race
+    code = kernelbench("80_Gemm_Max_Subtract_GELU", level=2)
+    info = {"init_args": json.dumps([64, 32, 1]),
+            "input_spec": json.dumps([{"kind": "tensor", "shape": [16, 64], "dtype": "float32"}])}
+    out = compute_score("curate/test", reply(candidate("gemm_max_zeros")), code, info)
+    assert out["correct"] and out["speedup_vs_eager"] == 0.0
+    assert out["score"] == pytest.approx(0.1 + 0.3)
+    assert "does not depend on its inputs" in out["reason"]
+
+
+def test_constant_answer_margin_follows_the_verifiers_tolerance():
+    torch.manual_seed(0)
+    xs = [torch.randn(16, 1000) for _ in range(4)]
+    # a softmax and a mean-reduced loss barely move between draws, but a constant still fails
+    assert constant_answer_margin([torch.softmax(x, 1) for x in xs]) > 10
+    targets = [torch.randn(16, 1000) for _ in xs]
+    losses = [torch.nn.functional.mse_loss(x, t) for x, t in zip(xs, targets)]
+    assert constant_answer_margin(losses) > 10
+    # a softmax over a size-1 axis is all ones whatever the input: a constant passes
+    assert constant_answer_margin([torch.softmax(x[:, :1], 1) for x in xs]) <= 1
+    assert constant_answer_margin([x * 0 for x in xs]) == 0
+    with pytest.raises(ValueError):
+        constant_answer_margin(xs[:1])
+
+
+def test_excess_is_at_most_one_exactly_when_compare_passes():
+    from curate.verify.correctness import compare
+
+    ref = torch.randn(1000, dtype=torch.float64).float()
+    for scale in (0.0, 1e-6, 5e-5, 2e-4, 1e-2):
+        out = ref + scale * torch.randn(1000)
+        assert (excess(ref, out) <= 1) == compare(ref, out).ok, scale
+    assert excess(ref, ref[:10]) == math.inf
+    assert excess((ref, "sum"), (ref, "max")) == math.inf  # a non-number leaf must be equal
+    assert excess((ref, 3), (ref, 4)) > 1  # numbers follow the fp32 tolerance
+
+
+def test_output_problem_names_subclasses_and_shadowed_methods():
+    class Sub(torch.Tensor):
+        pass
+
+    plain = torch.zeros(3)
+    assert output_problem(plain) is None
+    assert output_problem((plain, {"a": plain})) is None
+    assert "subclass" in output_problem(plain.as_subclass(Sub))
+    assert "out[1]" in output_problem((plain, plain.as_subclass(Sub)))
+    shadow = torch.zeros(3)
+    shadow.detach = lambda: plain
+    assert "carries its own detach" in output_problem(shadow)
+    param = torch.nn.Parameter(torch.zeros(3))
+    assert output_problem(param, expected=param) is None  # the reference returned one too
+
+
+def test_sealed_outputs_round_trip_and_detect_writes():
+    sealer = Sealer()
+    out = {"y": torch.randn(4, 5), "rest": (torch.tensor(2.5), torch.arange(6), torch.rand(3) > 0.5,
+                                             torch.randn(2, dtype=torch.bfloat16))}
+    sealed = sealer.seal(out)
+    assert sealed["y"].bits.dtype == torch.int32  # not findable as a float32 tensor of that shape
+    back = sealer.unseal(sealed)
+    for a, b in zip(torch.utils._pytree.tree_leaves(out), torch.utils._pytree.tree_leaves(back)):
+        assert a.dtype == b.dtype and torch.equal(a, b)
+    sealed["y"].bits.zero_()
+    with pytest.raises(Tampered):
+        sealer.unseal(sealed)
