@@ -27,10 +27,11 @@ class Tampered(Exception):
 
 
 class _Sealed:
-    __slots__ = ("bits", "dtype", "check", "index")
+    __slots__ = ("bits", "dtype", "check", "index", "device")
 
-    def __init__(self, bits: torch.Tensor, dtype: torch.dtype, check: int, index: int) -> None:
-        self.bits, self.dtype, self.check, self.index = bits, dtype, check, index
+    def __init__(self, bits: torch.Tensor, dtype: torch.dtype, check: int, index: int,
+                 device: torch.device) -> None:
+        self.bits, self.dtype, self.check, self.index, self.device = bits, dtype, check, index, device
 
 
 def _mask(like: torch.Tensor, key: int, index: int) -> torch.Tensor:
@@ -51,31 +52,41 @@ class Sealer:
         secret = int.from_bytes(os.urandom(8), "little") % 2**62
         counter = [0]
 
-        def seal_tensor(t: torch.Tensor) -> Any:
+        def seal_tensor(t: torch.Tensor, host: bool) -> Any:
             width = _BITS.get(t.element_size())
             if width is None or t.is_sparse or t.device.type == "meta":
                 return t  # no integer of that width (complex128): kept as it is
             counter[0] += 1
-            bits = t.detach().contiguous().view(width) ^ _mask(t.detach().contiguous().view(width), secret, counter[0])
-            return _Sealed(bits, t.dtype, _checksum(bits), counter[0])
+            plain = t.detach().contiguous().view(width)
+            bits = plain ^ _mask(plain, secret, counter[0])
+            if host and bits.device.type != "cpu":
+                bits = bits.cpu()
+            return _Sealed(bits, t.dtype, _checksum(bits), counter[0], t.device)
 
         def unseal_tensor(s: _Sealed) -> torch.Tensor:
             if _checksum(s.bits) != s.check:
                 raise Tampered("a sealed reference output was overwritten")
-            return (s.bits ^ _mask(s.bits, secret, s.index)).view(s.dtype)
+            bits = s.bits.to(s.device)
+            return (bits ^ _mask(bits, secret, s.index)).view(s.dtype)
 
         self._seal_tensor, self._unseal_tensor = seal_tensor, unseal_tensor
 
-    def seal(self, obj: Any) -> Any:
+    def seal(self, obj: Any, host_over_bytes: int | None = None) -> Any:
         """``obj`` (a tensor or a nest of tuples, lists and dicts) with every tensor sealed;
-        the tensors' bits are copied, so later writes to ``obj`` do not reach the seal."""
+        the tensors' bits are copied, so later writes to ``obj`` do not reach the seal.
+
+        Args:
+            host_over_bytes: tensors larger than this (bytes) are kept in host memory while
+                sealed (and moved back by :meth:`unseal`); None: where they are.
+        """
         if isinstance(obj, torch.Tensor):
-            return self._seal_tensor(obj)
+            host = host_over_bytes is not None and obj.numel() * obj.element_size() > host_over_bytes
+            return self._seal_tensor(obj, host)
         if isinstance(obj, (tuple, list)):
-            items = [self.seal(o) for o in obj]
+            items = [self.seal(o, host_over_bytes) for o in obj]
             return type(obj)(*items) if hasattr(obj, "_fields") else type(obj)(items)
         if isinstance(obj, dict):
-            return {k: self.seal(v) for k, v in obj.items()}
+            return {k: self.seal(v, host_over_bytes) for k, v in obj.items()}
         return obj
 
     def unseal(self, obj: Any) -> Any:

@@ -272,7 +272,7 @@ def _reference_phase(code: str, cfg: dict, device: str, det: dict,
         if label == "trial":
             trial_outs.append(kept)
         done.append({"label": label, "i": i, "init": s_init, "spec": s_spec, "seed": s_seed,
-                     "out": sealer.seal(kept), "after": after,
+                     "out": sealer.seal(kept, PROBE_HOST_BYTES if label == "probe" else None), "after": after,
                      "out_nbytes": [t.numel() * t.element_size() for t in output_tensors(kept)]})
         del kept
         poison_outputs(out, keep=list(m.parameters()) + list(m.buffers()))
@@ -320,6 +320,10 @@ def _reference_phase(code: str, cfg: dict, device: str, det: dict,
 #: every timed run (the candidate cannot tell them from the others); one more check follows
 #: the timing, on inputs it has never seen.
 TIMED_CHECKS = 3
+#: A probe's reference output larger than this (bytes) waits in host memory: the probes are
+#: read a few times per verification, and holding four more multi-GB outputs on the GPU beside
+#: the input sets' would crowd out the workers sharing it.
+PROBE_HOST_BYTES = 256 << 20
 
 
 def _guard_snapshot() -> dict[str, int]:
