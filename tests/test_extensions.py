@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+import torch
 
 from curate.reward import compute_score_batch
 from curate.verify import extensions
@@ -84,24 +85,37 @@ def test_builds_of_the_same_code_wait_for_one_another(tmp_path):
     assert events == ["built"] * 4  # never two builders in one folder at once
 
 
-@pytest.mark.slow
-def test_concurrent_same_named_cpp_extensions_get_their_own_verdicts():
-    # eight replies verified at once, every one building a C++ extension named "fused_ops"
-    # with a function "fused_ops_cuda": four right, four wrong. A run-unique comment makes
-    # the two sources new to the build cache, so both really compile, side by side.
+def _same_named_replies_at_once(right: str, wrong: str, marker: str, device: str, spec: list,
+                                 n: int = 8) -> None:
+    """``n`` replies verified at once, every one building an extension named "fused_ops" with a
+    function "fused_ops_cuda", half right and half wrong. A run-unique comment after ``marker``
+    makes the two sources new to the build cache, so both really compile, side by side."""
     nonce = uuid.uuid4().hex
-    def tagged(name: str) -> str:
-        return candidate(name).replace('cpp_source = r"""', f'cpp_source = r"""\n// run {nonce}', 1)
 
-    right, wrong = tagged("relu_cpp_fused_ops"), tagged("relu_cpp_fused_ops_wrong")
-    replies = [reply(right if i % 2 == 0 else wrong) for i in range(8)]
+    def tagged(code: str) -> str:
+        return code.replace(marker, f"{marker}\n// run {nonce}", 1)
+
+    replies = [reply(tagged(right) if i % 2 == 0 else tagged(wrong)) for i in range(n)]
     relu = kernelbench("19_ReLU")
-    info = {"init_args": "[]", "input_spec": json.dumps(SMALL_SPEC)}
-    scores = compute_score_batch(["curate/test"] * 8, replies, [relu] * 8, [info] * 8,
-                                 workers=8, time_it=False, device="cpu")
+    info = {"init_args": "[]", "input_spec": json.dumps(spec)}
+    scores = compute_score_batch(["curate/test"] * n, replies, [relu] * n, [info] * n,
+                                 workers=n, time_it=False, device=device)
     verdicts = [s["correct"] for s in scores]
-    assert verdicts == [True, False] * 4, [s["reason"] for s in scores]
+    assert verdicts == [True, False] * (n // 2), [s["reason"] for s in scores]
     assert all(s["compiled"] for s in scores), [s["reason"] for s in scores]
     root = Path(extensions.build_root())
-    built = [d for d in root.glob("fused_ops-*") if d.is_dir() and nonce in (d / "main.cpp").read_text(errors="ignore")]
+    built = [d for d in root.glob("fused_ops-*") if d.is_dir()
+             and any(nonce in f.read_text(errors="ignore") for f in d.glob("*.c*"))]
     assert len(built) == 2  # one build per distinct source, not one per reply
+
+
+@pytest.mark.slow
+def test_concurrent_same_named_cpp_extensions_get_their_own_verdicts():
+    _same_named_replies_at_once(candidate("relu_cpp_fused_ops"), candidate("relu_cpp_fused_ops_wrong"),
+                                'cpp_source = r"""', "cpu", SMALL_SPEC)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA and nvcc")
+def test_gpu_concurrent_same_named_cuda_extensions_get_their_own_verdicts():
+    _same_named_replies_at_once(candidate("relu_cuda_fused_ops"), candidate("relu_cuda_fused_ops_wrong"),
+                                'cuda_src = r"""', "cuda", [{"kind": "tensor", "shape": [1000, 4001]}])

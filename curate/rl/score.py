@@ -27,6 +27,7 @@ from dataclasses import dataclass, fields, replace
 from typing import Any, Sequence
 
 from curate.verify import VerifyResult, extract_code, make_config, resolve_device
+from curate.verify.verifier import TIMED_CHECKS
 
 
 @dataclass(frozen=True)
@@ -181,6 +182,8 @@ def default_timeout_s(cfg: dict[str, Any], code: str, reference_ms: float | None
     if not reference_ms or reference_ms <= 0:
         return min(MAX_TIMEOUT_S, allowance + UNKNOWN_FORWARD_S[kind])
     sets = cfg["n_trials"] * (1 + len(cfg.get("shape_variants") or []))
+    if cfg["time_it"]:  # the probe sets checked during and after timing
+        sets += TIMED_CHECKS + 1
     timed = 3 * (cfg["warmup"] + cfg["trials"]) if cfg["time_it"] else 0
     return min(MAX_TIMEOUT_S, allowance + SLOWDOWN[kind] * (2 * sets + timed) * reference_ms / 1000.0)
 

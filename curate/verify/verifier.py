@@ -96,6 +96,10 @@ def normalize_variants(shape_variants: Any) -> tuple[list[dict[str, Any]], int]:
 
 #: Input sets compared per verification (KernelBench and CUDA-Agent use 5).
 N_TRIALS = 5
+#: Timed calls of a candidate whose outputs are checked, at trial positions drawn afresh for
+#: every timed run (the candidate cannot tell them from the others); one more check follows
+#: the timing, on inputs it has never seen. Each needs a probe set the reference runs first.
+TIMED_CHECKS = 3
 
 
 def fresh_seed() -> int:

@@ -40,6 +40,7 @@ from curate.verify.correctness import Tolerance, compare, constant_answer_margin
 from curate.verify.guards import (LaunchCounter, OpRecorder, interpreter_hooks, output_problem, python_threads,
                                   snapshot, side_stream_kernels, tampered)
 from curate.verify.sealed import Sealer, Tampered
+from curate.verify.verifier import TIMED_CHECKS
 from curate.verify.load import CandidateLoadError, load_candidate
 from curate.verify.poison import poison_device_cache, poison_host_allocations, poison_outputs
 
@@ -315,11 +316,6 @@ def _reference_phase(code: str, cfg: dict, device: str, det: dict,
             "probes": [d for d in done if d["label"] == "probe"], "sealer": sealer,
             "constant": constant, "eager_ms": eager_ms, "inductor_ms": inductor_ms}
 
-
-#: Timed calls of a candidate whose outputs are checked, at trial positions drawn afresh for
-#: every timed run (the candidate cannot tell them from the others); one more check follows
-#: the timing, on inputs it has never seen.
-TIMED_CHECKS = 3
 #: A probe's reference output larger than this (bytes) waits in host memory: the probes are
 #: read a few times per verification, and holding four more multi-GB outputs on the GPU beside
 #: the input sets' would crowd out the workers sharing it.
