@@ -316,6 +316,7 @@ def _reference_phase(code: str, cfg: dict, device: str, det: dict,
             "probes": [d for d in done if d["label"] == "probe"], "sealer": sealer,
             "constant": constant, "eager_ms": eager_ms, "inductor_ms": inductor_ms}
 
+
 #: A probe's reference output larger than this (bytes) waits in host memory: the probes are
 #: read a few times per verification, and holding four more multi-GB outputs on the GPU beside
 #: the input sets' would crowd out the workers sharing it.
