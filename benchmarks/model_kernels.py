@@ -17,8 +17,9 @@ build key) and concurrent kernels never share a build folder.
 
 Results are appended as they come to ``OUT/ours.jsonl`` and ``OUT/kb.jsonl`` (a rerun with the
 same ``--out`` skips what is there, so the work spans several device calls); ``--report``
-joins them with the published verdicts into ``OUT/report.json`` and prints the agreement and
-every disagreement with the reason our verifier gave.
+joins them with the published verdicts (and, with ``--kb-src``, KernelBench's static checker)
+into ``OUT/report.json`` and prints the agreement; the report lists every disagreement with the
+reason our verifier gave.
 
     python benchmarks/model_kernels.py --kb-src .kb/src --out $OUT/mk --limit 130
     python benchmarks/model_kernels.py --out $OUT/mk --report
@@ -141,40 +142,79 @@ def run_kb(jobs: list[dict], refs: dict, out: Appender, kb_src: str, concurrency
         list(ex.map(one, enumerate(jobs)))
 
 
-def report(out_dir: Path, records: list[dict]) -> dict:
+def _oom(text: str) -> bool:
+    return "out of memory" in text.lower()
+
+
+def kb_static(code: str, backend: str, kb_src: str | None) -> dict | None:
+    """KernelBench's static checker on one kernel: its backend implementation rule alone (a
+    CUDA submission defines a ``__global__`` kernel built with ``load_inline``, a Triton one an
+    ``@triton.jit`` kernel using ``tl.*``), and its default strict set beside it."""
+    if not kb_src:
+        return None
+    import importlib.util
+
+    # the checker's own file (regular expressions only): the package's __init__ would import
+    # KernelBench's LLM clients
+    spec = importlib.util.spec_from_file_location(
+        "kb_static_checker", os.path.join(kb_src, "kernelbench", "kernel_static_checker.py"))
+    checker = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(checker)
+    impl = checker.BACKEND_IMPL_CHECK[backend]
+    impl_bad, impl_msg = checker.CHECK_FUNCTIONS[impl](code)
+    valid, errors, _ = checker.validate_kernel_static(code, backend=backend, precision="fp32")
+    return {"impl_ok": not impl_bad, "impl_msg": impl_msg, "strict_ok": valid, "strict_errors": errors[:3]}
+
+
+def report(out_dir: Path, records: list[dict], kb_src: str | None = None) -> dict:
+    """Join both sides' verdicts with the published ones.
+
+    A side *evaluated* a kernel when it gave a verdict about the kernel: not when the
+    reference itself failed, nor when the GPU ran out of memory beside the other evaluations
+    (an environment failure, re-run alone later). Agreement is counted on kernels both sides
+    evaluated, against KernelBench's evaluator alone and with its static checker's backend
+    rule (KernelBench's scripts run the checker before evaluating)."""
     by_id = {r["id"]: r for r in records}
-    ours = {json.loads(l)["id"]: json.loads(l) for l in (out_dir / "ours.jsonl").open()} \
-        if (out_dir / "ours.jsonl").exists() else {}
-    kb = {json.loads(l)["id"]: json.loads(l) for l in (out_dir / "kb.jsonl").open()} \
-        if (out_dir / "kb.jsonl").exists() else {}
-    both, agree, disagreements = 0, 0, []
-    hacks = []
+
+    def rows(name: str) -> dict:
+        path = out_dir / name
+        return {json.loads(l)["id"]: json.loads(l) for l in path.open() if l.strip()} if path.exists() else {}
+
+    ours, kb = rows("ours.jsonl"), rows("kb.jsonl")
+    both, agree, agree_impl, disagreements, hacks = 0, 0, 0, [], []
     for i, o in ours.items():
         rec = by_id[i]
+        k = kb.get(i)
+        static = kb_static(rec["code"], rec["backend"], kb_src)
         if rec["annotations"].get("suspected_reward_hack"):
             hacks.append({"id": i, "hack": rec["annotations"]["suspected_reward_hack"], "ours_correct": o["correct"],
-                          "ours_reason": o["reason"][:200], "kb_correct": kb.get(i, {}).get("correctness")})
-        k = kb.get(i)
-        reference_failed = o["reason"].startswith("reference failed")
-        if not k or not k.get("evaluated", True) or reference_failed:
+                          "ours_reason": o["reason"][:200], "kb_correct": (k or {}).get("correctness")})
+        ours_env = o["reason"].startswith("reference failed") or _oom(o["reason"])
+        kb_env = not k or not k.get("evaluated", True) or _oom(str(k.get("metadata")))
+        if ours_env or kb_env:
             continue
         both += 1
-        if bool(o["correct"]) == bool(k.get("correctness")):
-            agree += 1
-        else:
-            disagreements.append({"id": i, "backend": rec["backend"], "ours": o["correct"],
-                                  "kb": k.get("correctness"), "published": rec["published"].get("correct"),
-                                  "ours_reason": o["reason"][:300], "kb_metadata": str(k.get("metadata"))[:300]})
+        kb_ok = bool(k.get("correctness"))
+        kb_impl_ok = kb_ok and (static is None or static["impl_ok"])
+        agree += bool(o["correct"]) == kb_ok
+        agree_impl += bool(o["correct"]) == kb_impl_ok
+        if bool(o["correct"]) != kb_ok or bool(o["correct"]) != kb_impl_ok:
+            disagreements.append({"id": i, "backend": rec["backend"], "ours": o["correct"], "kb": kb_ok,
+                                  "kb_with_backend_rule": kb_impl_ok, "published": rec["published"].get("correct"),
+                                  "kb_static": static, "ours_reason": o["reason"][:300],
+                                  "kb_metadata": str(k.get("metadata"))[:300]})
     pub_both = [(o["correct"], by_id[i]["published"].get("correct")) for i, o in ours.items()
                 if by_id[i]["published"].get("correct") is not None and not by_id[i]["annotations"].get("env_failure")]
     ours_times = sorted(o["finished_at"] for o in ours.values() if "finished_at" in o)
     summary = {
-        "kernels_ours": len(ours), "kernels_kb": len(kb), "evaluated_by_both": both, "agree": agree,
-        "agreement": round(agree / both, 4) if both else None,
+        "kernels_ours": len(ours), "kernels_kb": len(kb), "evaluated_by_both": both,
+        "agree": agree, "agreement": round(agree / both, 4) if both else None,
+        "agree_with_backend_rule": agree_impl,
+        "agreement_with_backend_rule": round(agree_impl / both, 4) if both else None,
         "ours_correct": sum(bool(o["correct"]) for o in ours.values()),
         "kb_correct": sum(bool(k.get("correctness")) for k in kb.values()),
-        "kb_not_evaluated": sum(not k.get("evaluated", True) for k in kb.values()),
-        "ours_reference_failed": sum(o["reason"].startswith("reference failed") for o in ours.values()),
+        "kb_not_evaluated": sum(not k.get("evaluated", True) or _oom(str(k.get("metadata"))) for k in kb.values()),
+        "ours_not_evaluated": sum(o["reason"].startswith("reference failed") or _oom(o["reason"]) for o in ours.values()),
         "agreement_with_published": round(sum(bool(a) == bool(b) for a, b in pub_both) / len(pub_both), 4)
         if pub_both else None,
         "published_compared": len(pub_both),
@@ -204,7 +244,7 @@ def main(argv: list[str] | None = None) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     records = load_corpus()
     if args.report:
-        print(json.dumps({k: v for k, v in report(out_dir, records).items()
+        print(json.dumps({k: v for k, v in report(out_dir, records, args.kb_src).items()
                           if k not in ("hacks", "disagreements")}, indent=1, default=str))
         return
     os.environ.setdefault("TORCH_CUDA_ARCH_LIST", "9.0")  # one build key for both evaluators
@@ -229,8 +269,8 @@ def main(argv: list[str] | None = None) -> None:
         t.start()
     for t in threads:
         t.join()
-    print(json.dumps({k: v for k, v in report(out_dir, records).items() if k not in ("hacks",)},
-                     indent=1, default=str))
+    print(json.dumps({k: v for k, v in report(out_dir, records, args.kb_src).items()
+                      if k not in ("hacks", "disagreements")}, indent=1, default=str))
 
 
 if __name__ == "__main__":

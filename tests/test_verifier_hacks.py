@@ -17,6 +17,7 @@ from curate.verify import verify as _verify
 from curate.verify.correctness import constant_answer_margin, excess
 from curate.verify.guards import output_problem
 from curate.verify.sealed import Sealer, Tampered
+from conftest import forward_problem
 from verify_fixtures import SMALL_SPEC, candidate, kernelbench, reply
 
 RELU = kernelbench("19_ReLU")
@@ -124,3 +125,19 @@ def test_sealed_outputs_round_trip_and_detect_writes():
     sealed["y"].bits.zero_()
     with pytest.raises(Tampered):
         sealer.unseal(sealed)
+
+
+def test_partial_replacement_is_not_a_decoy():
+    # the reference runs relu twice; a candidate that moves one of them into a kernel runs the
+    # other in PyTorch, which the decoy rule (every reference operator, as often, outside the
+    # candidate's kernels) must not count against it
+    two = (forward_problem("return torch.relu(x) + torch.relu(2 * x)")
+           + "\n\ndef get_inputs():\n    return [torch.randn(8, 125)]\n\n\ndef get_init_inputs():\n    return []\n")
+    r = verify(two, candidate("two_relu_partial"), time_it=False)
+    assert r.correct, r.reason
+    assert r.details["reference_ops"] == ["add", "mul", "relu"]
+    # the same reference with a decoy: a kernel beside both ReLUs in PyTorch
+    decoy = candidate("two_relu_partial").replace("return first + torch.relu(2 * x)",
+                                                  "return torch.relu(x) + torch.relu(2 * x) + 0 * first")
+    r = verify(two, decoy, time_it=False)
+    assert not r.correct and "run outside the candidate's kernels" in r.reason, r.reason

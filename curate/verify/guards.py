@@ -8,8 +8,9 @@
   the patched loaders also build each candidate's extension in a folder of its own
   (:mod:`curate.verify.extensions`: same-named extensions of different code never meet).
 - :class:`OpRecorder` (a ``TorchDispatchMode``) records the ATen operators a forward runs
-  *outside* kernel launches. A candidate whose PyTorch code runs every compute operator of
-  the reference is doing the work in PyTorch, whatever decoy kernel it also launches (the
+  *outside* kernel launches, and how often. A candidate whose PyTorch code runs every compute
+  operator of the reference as often as the reference does is doing the work in PyTorch,
+  whatever decoy kernel it also launches (:func:`runs_reference_ops`; the
   design notes' "calling the reference's PyTorch ops instead of a kernel"; KernelGYM
   detects such decoys with the profiler, this is the cheap CPU-and-GPU equivalent).
 - :func:`snapshot` / :func:`tampered` detect a candidate replacing the clocks, the
@@ -29,6 +30,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from typing import Any
 
 import torch
@@ -202,7 +204,7 @@ class OpRecorder(TorchDispatchMode):
     def __init__(self, counter: LaunchCounter | None = None) -> None:
         super().__init__()
         self.counter = counter
-        self.ops: set[str] = set()
+        self.ops: Counter[str] = Counter()
 
     @classmethod
     def _should_skip_dynamo(cls) -> bool:
@@ -213,12 +215,25 @@ class OpRecorder(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         if self.counter is None or not self.counter.in_kernel:
-            self.ops.add(func.overloadpacket.__name__)
+            self.ops[func.overloadpacket.__name__] += 1
         return func(*args, **(kwargs or {}))
 
     def compute_ops(self) -> set[str]:
         """Recorded operators that are not :data:`BOOKKEEPING_OPS`."""
-        return {op for op in self.ops if op not in BOOKKEEPING_OPS}
+        return set(self.compute_counts())
+
+    def compute_counts(self) -> Counter[str]:
+        """How many times each recorded operator that is not bookkeeping ran."""
+        return Counter({op: n for op, n in self.ops.items() if op not in BOOKKEEPING_OPS})
+
+
+def runs_reference_ops(reference: Counter[str], candidate: Counter[str]) -> bool:
+    """True when the candidate ran, outside its kernels, every compute operator of the
+    reference at least as many times as the reference did: the whole computation in PyTorch,
+    whatever kernel it launched beside it. A candidate that replaced some of the calls (one of
+    a network's thirteen convolution + ReLU pairs fused into a kernel) runs fewer and passes
+    this rule; its output is still compared."""
+    return bool(reference) and all(candidate[op] >= n for op, n in reference.items())
 
 
 def snapshot(extra: dict[str, tuple[Any, str]] | None = None) -> dict[str, int]:
