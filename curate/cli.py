@@ -111,6 +111,16 @@ def _existing_file(path: Path, what: str) -> Path:
     return path
 
 
+def _echo_export(out: Path) -> None:
+    """Where the export is and what is in it (:func:`curate.export.summary.describe_export`)."""
+    from curate.export.summary import describe_export
+
+    try:
+        typer.echo(describe_export(out))
+    except FileNotFoundError as exc:  # every row rejected: nothing to describe
+        typer.echo(f"export: {exc}")
+
+
 def _echo_stats(stats: dict) -> None:
     typer.echo(json.dumps({k: stats[k] for k in ("stage", "in", "kept", "rejected", "seconds")}))
     if stats.get("rejected_by_reason"):
@@ -155,6 +165,8 @@ def _run_stage(stage: str, opts: dict[str, Any]) -> None:
         stats = importlib.import_module(f"curate.{stage}").run(**opts)
         if "in" in stats:
             _echo_stats(stats)
+            if stage == "export":
+                _echo_export(opts["out"])
         else:  # mine --export-pending: what it wrote, not a table
             typer.echo(json.dumps(stats))
 
@@ -175,8 +187,12 @@ def run_pipeline(
 
     with _clear_errors():
         _existing_file(pipeline, "pipeline")
+        ran = []
         for stats in _run(pipeline, out, start=start, stop=stop):
             _echo_stats(stats)
+            ran.append(stats.get("stage"))
+        if "export" in ran:
+            _echo_export(out)
 
 
 if __name__ == "__main__":

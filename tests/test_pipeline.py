@@ -75,3 +75,11 @@ def test_whole_pipeline_on_torch_source(tmp_path: Path):
     dd = datasets.load_from_disk(str(out / "export" / "hf"))
     assert sum(dd[s].num_rows for s in dd) == json.loads((out / "export" / "stats.json").read_text())["kept"]
     assert json.loads((out / "pipeline.json").read_text())["stages"][0]["stage"] == "mine"
+    # the run ends by saying where the export is and what it holds
+    rows = {s: dd[s].num_rows for s in dd}
+    assert f"export: {(out / 'export').resolve()}" in result.output
+    assert "rows per split: " + ", ".join(f"{s}: {rows[s]}" for s in ("train", "validation", "test")) in result.output
+    assert "rows per KernelBench level: " in result.output
+    first = next(dd[s][0] for s in ("train", "validation", "test") if dd[s].num_rows)
+    assert f"first example: {first['name']} (prompt {first['prompt_tokens']} tokens, {len(first['prompt'])} characters)" \
+        in result.output
