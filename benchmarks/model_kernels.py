@@ -239,6 +239,8 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--kb-timeout-s", type=float, default=300.0)
     ap.add_argument("--only", choices=("ours", "kb"), help="run one side only")
     ap.add_argument("--report", action="store_true", help="only join the results and print")
+    ap.add_argument("--warm-into", help="then verify this call's kernels again (our side, build cache "
+                    "warm) into this folder, and print both passes' kernels per hour")
     args = ap.parse_args(argv)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -265,10 +267,24 @@ def main(argv: list[str] | None = None) -> None:
         threads.append(threading.Thread(target=run_kb, args=(
             todo_kb, refs, Appender(out_dir / "kb.jsonl"), args.kb_src, args.kb_concurrency, gpus,
             args.kb_timeout_s)))
+    started = time.time()
     for t in threads:
         t.start()
     for t in threads:
         t.join()
+    if args.warm_into and todo_ours:
+        cold_s = time.time() - started
+        warm_dir = Path(args.warm_into)
+        warm_dir.mkdir(parents=True, exist_ok=True)
+        t0 = time.time()
+        run_ours(todo_ours, refs, Appender(warm_dir / "ours.jsonl"), args.workers * max(1, gpus))
+        warm_s = time.time() - t0
+        rates = {"kernels": len(todo_ours), "cold_s": round(cold_s, 1), "warm_s": round(warm_s, 1),
+                 "cold_per_hour": round(3600 * len(todo_ours) / cold_s),
+                 "warm_per_hour": round(3600 * len(todo_ours) / warm_s),
+                 "cold_includes_kernelbench_side": args.only is None and bool(args.kb_src)}
+        (warm_dir / "rates.json").write_text(json.dumps(rates, indent=1))
+        print(json.dumps(rates), flush=True)
     print(json.dumps({k: v for k, v in report(out_dir, records, args.kb_src).items()
                       if k not in ("hacks", "disagreements")}, indent=1, default=str))
 

@@ -15,6 +15,12 @@
 #   bash benchmarks/gpu/run.sh multigpu PHASES LIMIT
 #                                                 many GPUs (curate.bench.multigpu): PHASES of
 #                                                 scale,medians,kill on LIMIT KernelBench rows
+#   bash benchmarks/gpu/run.sh corpus LIMIT       public model-written kernels through the reward
+#                                                 and KernelBench's evaluator (.kb/src: a KernelBench
+#                                                 checkout's src, carried; earlier results in
+#                                                 .carry/mk are continued), then the same kernels
+#                                                 again with the build cache warm
+#   bash benchmarks/gpu/run.sh reward             python -m curate.bench.reward
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 source benchmarks/gpu/env.sh
@@ -29,14 +35,14 @@ case "${1:-}" in
     python3 -m pytest -q -p no:cacheprovider tests/test_timing.py tests/test_gpu_lock.py \
       tests/test_measure_faults.py tests/test_verifier.py tests/test_measure_multigpu.py \
       tests/test_verify_multigpu.py tests/test_sandbox_server_warmup.py tests/test_measure_dynamic.py \
-      tests/test_measure_autotune.py 2>&1 | tee "$OUT/pytest-gpu.txt" | tail -40 ;;
+      tests/test_measure_autotune.py tests/test_extensions.py 2>&1 | tee "$OUT/pytest-gpu.txt" | tail -40 ;;
   tests-a)
     python3 -m pytest -q -p no:cacheprovider tests/test_measure_faults.py tests/test_gpu_lock.py \
       tests/test_measure_autotune.py 2>&1 | tee "$OUT/pytest-gpu-a.txt" | tail -40 ;;
   tests-b)
     python3 -m pytest -q -p no:cacheprovider tests/test_timing.py tests/test_verifier.py \
       tests/test_measure_multigpu.py tests/test_verify_multigpu.py tests/test_sandbox_server_warmup.py \
-      tests/test_measure_dynamic.py 2>&1 | tee "$OUT/pytest-gpu-b.txt" | tail -40 ;;
+      tests/test_measure_dynamic.py tests/test_extensions.py 2>&1 | tee "$OUT/pytest-gpu-b.txt" | tail -40 ;;
   loop)
     python3 -m curate.bench.kernelbench_loop --kernelbench "$CURATE_KERNELBENCH" --level 1 \
       --skip "${2:-0}" --limit "${3:-34}" ${4:-} --out "$OUT/loop" 2>&1 | tail -5
@@ -61,5 +67,12 @@ PY
     python3 -m curate.bench.multigpu --kernelbench "$CURATE_KERNELBENCH" --level 1 \
       --phase "${2:-scale,kill}" --limit "${3:-40}" --medians-limit "${3:-40}" \
       --out "$OUT/multigpu" 2>&1 | tail -40 ;;
-  *) sed -n 2,17p "$0"; exit 2 ;;
+  corpus)
+    mkdir -p "$OUT/mk" && cp .carry/mk/ours.jsonl .carry/mk/kb.jsonl "$OUT/mk/" 2>/dev/null
+    TORCH_CUDA_ARCH_LIST=9.0 CURATE_REWARD_WORKERS=${WORKERS:-6} python3 benchmarks/model_kernels.py \
+      --kb-src .kb/src --out "$OUT/mk" --limit "${2:-110}" --kb-concurrency 4 --warm-into "$OUT/mk/warm" \
+      2>&1 | tail -30 ;;
+  reward)
+    python3 -m curate.bench.reward --out "$OUT/reward.json" 2>&1 | tail -30 ;;
+  *) sed -n 2,23p "$0"; exit 2 ;;
 esac
