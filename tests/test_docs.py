@@ -156,3 +156,28 @@ def test_links_resolve(page: Path):
         elif anchor and dest.suffix == ".md" and anchor not in _anchors(dest):
             broken.append(target)
     assert not broken, f"{page.name}: links to missing files or headings: {broken}"
+
+
+def _pipeline_blocks() -> list[tuple[str, str]]:
+    """(page, text) of every YAML block in README.md and docs/ that is a pipeline (its keys
+    are stage names; a mine manifest's `sources:` is not)."""
+    import yaml
+
+    out = []
+    for page in [README, *sorted(DOCS.glob("*.md"))]:
+        for block in re.findall(r"```yaml\n(.*?)```", page.read_text(), re.S):
+            data = yaml.safe_load(block)
+            if isinstance(data, dict) and set(data) <= set(STAGE_OPTIONS):
+                out.append((page.name, block))
+    return out
+
+
+def test_pipeline_yaml_in_the_docs_is_valid(tmp_path: Path):
+    from curate.pipeline import load_pipeline
+
+    blocks = _pipeline_blocks()
+    assert {"README.md", "pipeline.md"} <= {page for page, _ in blocks}
+    for i, (page, block) in enumerate(blocks):
+        path = tmp_path / f"{i}.yaml"
+        path.write_text(block)
+        load_pipeline(path)  # raises PipelineError naming the bad key or value
