@@ -293,20 +293,26 @@ def replace_inputs(code: str, input_spec: list[dict], init_args: list[Any]) -> s
     return assemble(head, input_spec, init_args)
 
 
+#: ``shape_source`` values of rows whose ``input_spec`` was sized for a GPU and not run on this
+#: CPU: ``estimated`` (diversify's estimates alone) and ``source`` (a KernelBench-format file's
+#: own sizes, :mod:`curate.mine.kernelbench`, which can take gigabytes).
+GPU_SIZED = ("estimated", "source")
+
+
 def mined_inputs(row: dict[str, Any], estimated_only: bool = True) -> tuple[list, list] | None:
     """``(input_spec, init_args)`` a row was mined with, for work a CPU must do on a problem
-    whose shapes diversify sized for a GPU (columns ``mined_input_spec``/``mined_init_args``).
+    whose shapes were sized for a GPU (columns ``mined_input_spec``/``mined_init_args``).
 
     Args:
-        estimated_only: only for rows whose shapes were set from estimates alone
-            (``shape_source == "estimated"``, a CPU-only run); False: for any row that has them.
+        estimated_only: only for rows whose shapes were sized for a GPU and never run here
+            (``shape_source`` in :data:`GPU_SIZED`); False: for any row that has them.
     Returns:
         The mined spec and constructor arguments, or None when the row has none (or, with
         ``estimated_only``, was sized on a GPU).
     Raises:
         ValueError: the columns hold malformed JSON.
     """
-    if not row.get("mined_input_spec") or (estimated_only and row.get("shape_source") != "estimated"):
+    if not row.get("mined_input_spec") or (estimated_only and row.get("shape_source") not in GPU_SIZED):
         return None
     init = row.get("mined_init_args")
     return json.loads(row["mined_input_spec"]), (json.loads(init) if init else [])
