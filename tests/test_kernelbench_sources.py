@@ -162,3 +162,28 @@ def test_stages_after_mine_on_kernelbench_files(kb_run: Path, tmp_path: Path):
     assert (rows["difficulty_score"] == 1 - rows["predicted_pass_rate"]).all()
     assert set(rows["level"]) == {1, 2}
     assert rows.filter(pl.col("name").str.contains("19_ReLU"))["category"].item() == "elementwise"
+
+
+def test_rank_completions_of_published_kernels(kb_run: Path, tmp_path: Path):
+    """Published model-written kernels for KernelBench problems (tests/data/model_kernels), named
+    by KernelBench's level and problem, verified by curate's verifier on the mined rows: on the
+    CPU the Triton ones, under the interpreter, at each file's CPU shape."""
+    from curate.rank import run as rank
+
+    records = [json.loads(x) for x in (Path(__file__).parent / "data" / "model_kernels" / "kernels.jsonl")
+               .read_text().splitlines() if x.strip()]
+    relu = [r for r in records if r["problem_name"] == "19_ReLU" and r["level"] == 1 and r["backend"] == "triton"]
+    assert relu and all(r["published"]["correct"] for r in relu)
+    path = tmp_path / "published.jsonl"
+    path.write_text("".join(json.dumps({"level": r["level"], "problem_name": r["problem_name"], "code": r["code"]})
+                            + "\n" for r in relu))
+    stats = rank(out=tmp_path, source=kb_run / "mine", solver="completions", completions=path, workers=2,
+                 timeout_s=300, device="cpu")
+    rows = {r["name"].split("/")[-1]: r for r in read_problems(tmp_path / "rank").iter_rows(named=True)}
+    got = rows["19_ReLU"]
+    assert (got["n_candidates"], got["n_correct"], got["pass_rate"]) == (len(relu), len(relu), 1.0)
+    assert got["difficulty_signal"] == "pass_rate" and got["difficulty_score"] == 0.0
+    # problems without a completion keep the predicted difficulty
+    other = rows["2_Standard_matrix_multiplication_"]
+    assert other["pass_rate"] is None and other["difficulty_signal"] == "predicted"
+    assert stats["candidates_verified"] == len(relu)

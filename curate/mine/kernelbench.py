@@ -45,8 +45,8 @@ from curate.problem import INPUTS_MARKER, ProblemLoadError, assemble, build_inpu
 
 #: The forward at the CPU shape needs at most this many bytes (parameters, inputs and the peak
 #: of live activations) and FLOPs: a CPU checks and times it in well under a second.
-CPU_PEAK_BYTES = 96 * 2**20
-CPU_FLOPS = 2 * 10**9
+CPU_PEAK_BYTES = 64 * 2**20
+CPU_FLOPS = 5 * 10**8
 #: Shrink steps tried per scaling family (each a quarter of the last scale).
 SHRINK_STEPS = 12
 ENTRY_POINTS = ("Model", "get_inputs", "get_init_inputs")
@@ -242,6 +242,31 @@ def _lists(x: Any) -> Any:
 
 # ---- a CPU-sized shape of the problem ----
 
+#: Kernels a pricing forward may trace (an LSTM unrolled on the meta device runs thousands of
+#: operators per forward, seconds each): past it the cost seen so far stands for the forward,
+#: and the shape found is run for real before it is kept.
+PRICE_KERNELS = 1000
+
+
+def _CappedPricer(ns: dict, init: list, spec: list[dict], gpu: Any):
+    """A :class:`curate.diversify.plan.Pricer` whose meta forwards stop at
+    :data:`PRICE_KERNELS` kernels."""
+    from curate.diversify.cost import TooManyKernels, forward_cost
+    from curate.diversify.plan import Pricer
+
+    class Capped(Pricer):
+        def cost(self, spec_: list[dict], init_: list):
+            if not self.meta:
+                return super().cost(spec_, init_)
+            try:
+                return forward_cost(self._model(init_), build_inputs(spec_, "meta"), max_kernels=PRICE_KERNELS)
+            except TooManyKernels as exc:
+                self.truncated = True
+                return exc.cost
+
+    return Capped(ns, init, spec, gpu)
+
+
 def cpu_shape(ns: dict, init: list, spec: list[dict], deadline: float) -> tuple[list[dict], list, dict]:
     """A shape of the problem a CPU runs quickly: ``(spec, init, info)``.
 
@@ -257,10 +282,10 @@ def cpu_shape(ns: dict, init: list, spec: list[dict], deadline: float) -> tuple[
     reached is still over the budget.
     """
     from curate.diversify.cost import gpu_profile
-    from curate.diversify.plan import Pricer, _classify
+    from curate.diversify.plan import _classify
     from curate.diversify.shapes import apply_family, axes, family, init_paths
 
-    pricer = Pricer(ns, init, spec, gpu_profile("h100"))
+    pricer = _CappedPricer(ns, init, spec, gpu_profile("h100"))
     if not pricer.meta:
         raise UnsupportedInputs("the forward does not run on the meta device at the file's sizes")
     cost = pricer.cost(spec, init)
@@ -269,7 +294,7 @@ def cpu_shape(ns: dict, init: list, spec: list[dict], deadline: float) -> tuple[
         return c.peak_bytes <= CPU_PEAK_BYTES and c.flops <= CPU_FLOPS
 
     info = {"family": "source", "scale": 1.0, "peak_bytes": cost.peak_bytes, "flops": cost.flops,
-            "fits": fits(cost)}
+            "fits": fits(cost), "truncated": getattr(pricer, "truncated", False)}
     if info["fits"]:
         return spec, init, info
     free, width, paths = _classify(pricer, spec, init, axes(spec), deadline)
@@ -298,7 +323,7 @@ def cpu_shape(ns: dict, init: list, spec: list[dict], deadline: float) -> tuple[
                 scales.append(last[3])
         return cur_spec, cur_init, {"family": "+".join(names) or "source", "scale": scales,
                                     "peak_bytes": cur_cost.peak_bytes, "flops": cur_cost.flops,
-                                    "fits": fits(cur_cost)}
+                                    "fits": fits(cur_cost), "truncated": getattr(pricer, "truncated", False)}
 
     # an axis the size of a constructor argument in a channel or feature position moves with
     # that argument, even where the meta device lets it move alone
@@ -313,12 +338,16 @@ def cpu_shape(ns: dict, init: list, spec: list[dict], deadline: float) -> tuple[
     tries = [widths + frees] if cost.param_bytes > CPU_PEAK_BYTES // 2 else [frees + widths]
     if batch and len(batch) < len(free):
         tries.append([family("batch", batch)] + widths)
-    got = None
+    reached = []
     for routes in tries:
         got = shrink(routes)
-        if got[2]["peak_bytes"] <= 2 * CPU_PEAK_BYTES and _runs(ns, got[1], got[0]):
+        reached.append(got)
+        # a real run only where it is cheap (a shape far over the budget is not tried)
+        if got[2]["peak_bytes"] <= 2 * CPU_PEAK_BYTES and got[2]["flops"] <= 8 * CPU_FLOPS \
+                and _runs(ns, got[1], got[0]):
             return got
-    return got if got is not None else (spec, init, info)
+    # none ran within the budget: the cheapest shape reached (the caller's check runs it)
+    return min(reached, key=lambda g: (g[2]["flops"], g[2]["peak_bytes"])) if reached else (spec, init, info)
 
 
 def _runs(ns: dict, init: list, spec: list[dict]) -> bool:
@@ -382,7 +411,10 @@ def kernelbench_task(text: str, budget_s: float = 60.0) -> dict[str, Any]:
     if conf["reason"]:
         return {"ok": False, "reason": conf["reason"], "detail": conf["detail"][:2000]}
     out_shapes: list = [conf["output_shape"]] if conf.get("output_shape") is not None else []
-    try:  # the output at the file's sizes, on meta (the CPU shape's is the fallback)
+    try:  # the output at the file's sizes, on meta (the CPU shape's is the fallback), unless
+        # pricing showed a forward of thousands of operators (an unrolled RNN: minutes on meta)
+        if how.get("truncated"):
+            raise ValueError("too many operators to trace")
         with torch.device("meta"):
             torch.manual_seed(0)
             out = ns["Model"](*init)(*build_inputs(spec, "meta"))
