@@ -22,7 +22,8 @@ predicted difficulty (1 - predicted pass rate) with 1 - the pooled pass rate of 
 problems (5-fold cross-validation grouped by problem, repeated over 10 shuffles; each problem
 predicted once per repeat), beside the reference's line count and the structural score this
 project used before (:func:`curate.rank.difficulty.static_score`); mean pass rates per bucket
-(easy / medium / hard cut at the terciles of the predicted pass rate); 95% bootstrap
+(easy / medium / hard cut at the quartiles of the predicted pass rate: the highest quarter
+easy, the lowest hard); 95% bootstrap
 intervals over problems. A second, code-only model (no trace features) stands in where a
 problem's trace fails.
 """
@@ -53,6 +54,13 @@ REPORT = ROOT / "benchmarks" / "results" / "difficulty-fit.json"
 MODEL = ROOT / "curate" / "rank" / "difficulty_model.json"
 DEFAULT_SOURCES = ("technoabsurdist_kb", "yenhao_kb")
 CS = (0.003, 0.01, 0.03, 0.1, 0.3, 1.0)
+#: The model indicators' value: their coefficients are penalized 1/MODEL_SCALE**2 as much as a
+#: feature's, so the penalty shrinks the features, not the models' differences in skill.
+MODEL_SCALE = 10.0
+#: Quantiles of the predicted pass rate over KernelBench's problems at which the buckets are
+#: cut: ``hard`` the lowest quarter, ``easy`` the highest (terciles gave easy/hard pass rates of
+#: only about 1.7x in cross-validation).
+BUCKET_QUANTILES = (0.25, 0.75)
 
 
 def key(level: int, pid: int) -> str:
@@ -139,9 +147,9 @@ class Fit:
         Z = (X - self.mean) / self.scale
         M = np.zeros((len(X), len(self.models)))
         if model_idx is None:
-            M[:] = 1.0 / len(self.models)  # the average model
+            M[:] = MODEL_SCALE / len(self.models)  # the average model
         else:
-            M[np.arange(len(X)), model_idx] = 1.0
+            M[np.arange(len(X)), model_idx] = MODEL_SCALE
         return np.hstack([Z, M])
 
     def fit(self, X: np.ndarray, model_idx: np.ndarray, y: np.ndarray, w: np.ndarray) -> "Fit":
@@ -162,7 +170,7 @@ class Fit:
     def params(self) -> dict:
         coef = self.lr.coef_[0]
         k = len(self.names)
-        model_terms = coef[k:]
+        model_terms = coef[k:] * MODEL_SCALE
         return {"features": self.names, "mean": self.mean.tolist(), "scale": self.scale.tolist(),
                 "weights": coef[:k].tolist(), "intercept": float(model_terms.mean()),
                 "model_terms": dict(zip(self.models, model_terms.tolist())), "C": self.C}
@@ -220,7 +228,7 @@ def figures(preds: list[dict[str, float]], truth: dict[str, float], feats, cuts_
         p = np.array([pred[k] for k in keys])
         t = np.array([truth[k] for k in keys])
         rhos.append(spearman(1 - p, 1 - t))
-        cuts = tuple(np.quantile(p, [1 / 3, 2 / 3]))
+        cuts = tuple(np.quantile(p, BUCKET_QUANTILES))
         b = buckets(p, cuts)
         m = [float(t[b == i].mean()) for i in range(3)]
         means.append(m)
@@ -243,6 +251,8 @@ def fit_main(args) -> None:
     from curate.rank.difficulty import static_score
 
     feats = json.loads(FEATURES.read_text())
+    for v in feats.values():  # features derived from others (F.interactions) need no new trace
+        v["features"] = F.interactions(v["features"])
     sources = tuple(args.sources.split(","))
     rows = [r for r in load_results(sources) if r["key"] in feats]
     truth = pooled(load_results(DEFAULT_SOURCES))
@@ -282,7 +292,7 @@ def fit_main(args) -> None:
         X, mi, y, w, _ = expand(rows, feats, nm, models, field)
         fit = Fit(nm, models, best_c).fit(X, mi, y, w)
         p_all = fit.predict(problem_matrix(keys, feats, nm, field))
-        cuts = [float(c) for c in np.quantile(p_all, [1 / 3, 2 / 3])]
+        cuts = [float(c) for c in np.quantile(p_all, BUCKET_QUANTILES)]
         params = fit.params()
         params["bucket_cuts"] = cuts
         b = buckets(p_all, tuple(cuts))
@@ -292,6 +302,28 @@ def fit_main(args) -> None:
               f"(range {fig['spearman_range'][0]:.3f}-{fig['spearman_range'][1]:.3f}, 95% CI {fig['ci95'][0]:.3f}-"
               f"{fig['ci95'][1]:.3f}); bucket pass rates easy/medium/hard "
               + "/".join(f"{v:.3f}" for v in fig["bucket_pass_rate"]) + f", easy/hard {fig['easy_over_hard']:.2f}x")
+    # across sources: fitted on one publisher's models, checked on the other's (different
+    # people, models, GPUs and tolerances: the closest this data comes to a held-out check)
+    report["across_sources"] = {}
+    for train_src, test_src in ((DEFAULT_SOURCES[0], DEFAULT_SOURCES[1]), (DEFAULT_SOURCES[1], DEFAULT_SOURCES[0])):
+        tr = [r for r in load_results((train_src,)) if r["key"] in feats]
+        te = {k: v for k, v in pooled(load_results((test_src,))).items() if k in feats}
+        ms = sorted({r["model"] for r in tr})
+        X, mi, y, w, _ = expand(tr, feats, names, ms, "features")
+        fit = Fit(names, ms, report["full"]["C"]).fit(X, mi, y, w)
+        tk = sorted(te)
+        p = fit.predict(problem_matrix(tk, feats, names, "features"))
+        tt = np.array([te[k] for k in tk])
+        lc = np.array([feats[k]["loc"] for k in tk], float)
+        cuts = tuple(np.quantile(p, BUCKET_QUANTILES))
+        b = buckets(p, cuts)
+        report["across_sources"][f"{train_src}->{test_src}"] = {
+            "problems": len(tk), "spearman": spearman(1 - p, 1 - tt), "line_count": spearman(lc, 1 - tt),
+            "bucket_pass_rate": [float(tt[b == i].mean()) for i in range(3)]}
+        x = report["across_sources"][f"{train_src}->{test_src}"]
+        print(f"fit on {train_src}, checked on {test_src} ({len(tk)} problems): Spearman {x['spearman']:.3f}, "
+              f"line count {x['line_count']:.3f}; easy/medium/hard pass rates "
+              + "/".join(f"{v:.3f}" for v in x["bucket_pass_rate"]))
     print(f"line count: Spearman {report['baselines']['line_count']['spearman']:.3f} "
           f"(95% CI {report['baselines']['line_count']['ci95'][0]:.3f}-{report['baselines']['line_count']['ci95'][1]:.3f}); "
           f"static score: {report['baselines']['static_score']['spearman']:.3f}")
@@ -308,7 +340,8 @@ def fit_main(args) -> None:
              "full": report["full"]["params"], "code_only": report["code_only"]["params"],
              "cross_validated": {k: {x: report[k][x] for x in ("spearman", "ci95", "bucket_pass_rate", "easy_over_hard")}
                                  for k in ("full", "code_only")},
-             "baselines": {k: v["spearman"] for k, v in report["baselines"].items()}}
+             "baselines": {k: v["spearman"] for k, v in report["baselines"].items()},
+             "across_sources": {k: {x: v[x] for x in ("spearman", "line_count")} for k, v in report["across_sources"].items()}}
     if not args.dry_run:
         MODEL.write_text(json.dumps(model, indent=1) + "\n")
         print(f"wrote {MODEL} and {REPORT}")

@@ -45,8 +45,8 @@ from curate.problem import INPUTS_MARKER, ProblemLoadError, assemble, build_inpu
 
 #: The forward at the CPU shape needs at most this many bytes (parameters, inputs and the peak
 #: of live activations) and FLOPs: a CPU checks and times it in well under a second.
-CPU_PEAK_BYTES = 64 * 2**20
-CPU_FLOPS = 5 * 10**8
+CPU_PEAK_BYTES = 8 * 2**20
+CPU_FLOPS = 2 * 10**8
 #: Shrink steps tried per scaling family (each a quarter of the last scale).
 SHRINK_STEPS = 12
 ENTRY_POINTS = ("Model", "get_inputs", "get_init_inputs")
@@ -163,40 +163,45 @@ def _entry(rec: _Recorder, x: torch.Tensor, depth: int = 0) -> dict[str, Any]:
     return base
 
 
+def _then(name: str, *args: Any) -> list:
+    """One ``then`` step as the input spec writes it: ``[name, *args]``."""
+    return [name, *args]
+
+
 def _step(name: str, src: torch.Tensor, other: list, kwargs: dict, rec: _Recorder) -> list:
     """One ``then`` step (:data:`curate.problem.THEN_STEPS`) for a call on an input tensor."""
     num = _number(other[0]) if len(other) == 1 else None
     if name in ("mul", "__mul__", "__rmul__") and num is not None:
-        return ["mul", num]
+        return _then("mul", num)
     if name in ("mul", "__mul__", "__rmul__") and len(other) == 1 and isinstance(other[0], torch.Tensor) \
             and other[0].dim() == 0 and (rec.made.get(id(other[0])) or ("",))[0] == "rand":
-        return ["mul_rand"]
+        return _then("mul_rand")
     if name in ("div", "__truediv__") and num is not None and num != 0:
-        return ["mul", 1.0 / num]
+        return _then("mul", 1.0 / num)
     if name in ("add", "__add__", "__radd__") and num is not None:
-        return ["add", num]
+        return _then("add", num)
     if name in ("sub", "__sub__") and num is not None:
-        return ["add", -num]
+        return _then("add", -num)
     if name in ("rsub", "__rsub__") and num is not None:
-        return ["rsub", num]
+        return _then("rsub", num)
     if name in ("add", "__add__") and len(other) == 1 and isinstance(other[0], torch.Tensor):
         made = rec.made.get(id(other[0]))
         if made is not None and made[0] in _TRANSPOSES and made[1] and made[1][0] is src:
-            return ["symmetric"]
+            return _then("symmetric")
     if name in ("triu", "tril"):
         k = other[0] if other else kwargs.get("diagonal", 0)
-        return [name, int(k)]
+        return _then(name, int(k))
     if name in ("softmax", "log_softmax"):
         dim = other[0] if other else kwargs.get("dim", -1)
         return [name, int(dim)]
     if name == "abs" and not other:
-        return ["abs"]
+        return _then("abs")
     if name in ("float", "bool") and not other:
         return [name]
     if name == "to" and len(other) == 1 and other[0] in (torch.float32, torch.bool):
         return ["float" if other[0] is torch.float32 else "bool"]
     if name in ("gt", "__gt__", "ge", "lt", "__lt__", "le") and num is not None:
-        return ["mask"]
+        return _then("mask")
     raise UnsupportedInputs(f"an input transformed by torch.{name}")
 
 

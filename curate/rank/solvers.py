@@ -149,8 +149,8 @@ class CompletionsSolver:
             return []
         level, stem = int(parts[-2][5:]), parts[-1]
         number = stem.split("_")[0]
-        return self.by_kernelbench.get((level, stem)) or (
-            self.by_kernelbench.get((level, f"#{int(number)}")) if number.isdigit() else None) or []
+        by_number = self.by_kernelbench.get((level, f"#{int(number)}"), []) if number.isdigit() else []
+        return self.by_kernelbench.get((level, stem), []) + by_number
 
     def candidates(self, problem: dict[str, Any], k: int) -> list[str]:
         found = (self.by_problem.get(str(problem["problem_id"])) or self.by_problem.get(str(problem.get("name")))
