@@ -71,13 +71,18 @@ def run(args) -> None:
     print(f"mine: {st['kept']} kept, {st['rejected']} rejected {st.get('rejected_by_reason')}", flush=True)
     if args.mine_only:
         return
+    if args.skip_measure:  # rank reads mine's table: the difficulty needs no timing
+        import shutil
+
+        shutil.rmtree(out / "measure", ignore_errors=True)
     t = time.monotonic()
     kw = {"device": args.device}
     if args.device == "cpu":
         kw.update(trials=5, warmup=1, timeout_s=300)
-    st = measure(out=out, **kw)
-    seconds["measure"] = time.monotonic() - t
-    print(f"measure: {st['kept']} kept, {st['rejected']} rejected {st.get('rejected_by_reason')}", flush=True)
+    if not args.skip_measure:
+        st = measure(out=out, **kw)
+        seconds["measure"] = time.monotonic() - t
+        print(f"measure: {st['kept']} kept, {st['rejected']} rejected {st.get('rejected_by_reason')}", flush=True)
     t = time.monotonic()
     st = rank(out=out, device=args.device, workers=args.workers)
     seconds["rank"] = time.monotonic() - t
@@ -229,6 +234,7 @@ def main() -> None:
     ap.add_argument("--verify-workers", type=int, default=None, help="completions: concurrent verifications")
     ap.add_argument("--max-kernels", type=int, default=None, help="completions: a seeded sample of this many kernels")
     ap.add_argument("--mine-only", action="store_true", help="run: stop after mine")
+    ap.add_argument("--skip-measure", action="store_true", help="run: rank mine's table (no timings)")
     args = ap.parse_args()
     if args.what == "completions":
         completions(args)

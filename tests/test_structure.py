@@ -147,8 +147,9 @@ def test_no_row_unranked_when_gpu_figures_exist(tmp_path: Path):
     assert all(r["pass_rate"] is None and r["solver"] == "none" for r in rows.values())
     assert bucket(rows["1_Square_matrix_multiplication_"]["speedup_headroom"]) == "hard"
     assert bucket(rows["19_ReLU"]["speedup_headroom"]) == "easy"
-    # models write a correct ReLU more often than a fused convolution
-    assert rows["19_ReLU"]["difficulty_score"] < rows["1_Conv2D_ReLU_BiasAdd"]["difficulty_score"]
+    # in the published results a single matmul is written correctly most often (76% of the
+    # samples), a single elementwise operator at KernelBench's sizes far less (22%)
+    assert rows["1_Square_matrix_multiplication_"]["difficulty_score"] < rows["19_ReLU"]["difficulty_score"]
     assert (rows["1_Conv2D_ReLU_BiasAdd"]["level"], rows["1_Conv2D_ReLU_BiasAdd"]["category"]) == (2, "conv")
     assert read_stats(tmp_path / "rank")["level"] == {"1": 2, "2": 1}
 
