@@ -330,19 +330,37 @@ def cpu_shape(ns: dict, init: list, spec: list[dict], deadline: float) -> tuple[
                                     "peak_bytes": cur_cost.peak_bytes, "flops": cur_cost.flops,
                                     "fits": fits(cur_cost), "truncated": getattr(pricer, "truncated", False)}
 
+    def routes_for(tied: list) -> list[list[dict]]:
+        """Shrink routes when the axes in ``tied`` move with the constructor arguments of
+        their size (channels, features) and the other free axes alone."""
+        fr = [a for a in free if a not in tied]
+        wd = width + tied
+        pt = {**paths, **{f"{a.name}:{a.size}:{a.positions}": init_paths(init, a.size) for a in tied}}
+        widths = [family("width", wd, pt)] if wd else []
+        frees = [family("free", fr)] if fr else []
+        batch = [a for a in fr if a.name == "batch"]
+        # parameters that alone fill the budget shrink only with the widths: those first
+        out = [widths + frees] if cost.param_bytes > CPU_PEAK_BYTES // 2 else [frees + widths]
+        if batch and len(batch) < len(fr):
+            out.append([family("batch", batch)] + widths)
+        return out
+
     # an axis the size of a constructor argument in a channel or feature position moves with
-    # that argument, even where the meta device lets it move alone
-    for a in [a for a in free if a.tied_guess and init_paths(init, a.size)]:
-        free.remove(a)
-        width.append(a)
-        paths[f"{a.name}:{a.size}:{a.positions}"] = init_paths(init, a.size)
-    widths = [family("width", width, paths)] if width else []
-    frees = [family("free", free)] if free else []
-    batch = [a for a in free if a.name == "batch"]
-    # parameters that alone fill the budget shrink only with the widths: those first
-    tries = [widths + frees] if cost.param_bytes > CPU_PEAK_BYTES // 2 else [frees + widths]
-    if batch and len(batch) < len(free):
-        tries.append([family("batch", batch)] + widths)
+    # that argument, even where the meta device lets it move alone (a transposed convolution
+    # there takes any channel count); failing that, any axis of such a size does
+    tries = routes_for([a for a in free if a.tied_guess and init_paths(init, a.size)])
+    tries += routes_for([a for a in free if a.name != "batch" and init_paths(init, a.size)])
+    # last: every size-like constructor argument (hidden widths no input shows) with the input
+    # axes of the same sizes, then the free axes
+    sizes = sorted({v for v in _ints(init) if v >= 16})
+    if sizes:
+        axes_ = [{"name": f"size={v}", "size": v, "init": init_paths(init, v),
+                  "positions": [[i, d] for i, e in enumerate(spec) for d, n in enumerate(e.get("shape") or [])
+                                if n == v and not (d == 0 and any(a.name == "batch" and [i, 0] in
+                                                                  [list(p) for p in a.positions] for a in free))]}
+                 for v in sizes]
+        rest = [a for a in free if a.size not in sizes]
+        tries.append([{"name": "sizes", "axes": axes_}] + ([family("free", rest)] if rest else []))
     reached = []
     for routes in tries:
         got = shrink(routes)
@@ -353,6 +371,17 @@ def cpu_shape(ns: dict, init: list, spec: list[dict], deadline: float) -> tuple[
             return got
     # none ran within the budget: the cheapest shape reached (the caller's check runs it)
     return min(reached, key=lambda g: (g[2]["flops"], g[2]["peak_bytes"])) if reached else (spec, init, info)
+
+
+def _ints(x: Any) -> list[int]:
+    """The ints (not bools) in nested constructor arguments."""
+    if isinstance(x, bool):
+        return []
+    if isinstance(x, int):
+        return [x]
+    if isinstance(x, (list, tuple)):
+        return [v for y in x for v in _ints(y)]
+    return []
 
 
 def _runs(ns: dict, init: list, spec: list[dict]) -> bool:
