@@ -6,8 +6,10 @@
 # Run from the repository root on the GPU machine, carrying .whl (the polars, libcst and
 # PyYAML wheels for Python 3.12 that mine and the stage tables need; the image lacks them).
 #
-#   bash benchmarks/gpu/kernelbench_rank.sh pipeline      mine, measure (TorchInductor too),
+#   bash benchmarks/gpu/kernelbench_rank.sh pipeline [2024]
+#                                                         mine, measure (TorchInductor too),
 #                                                         rank, score: ~6-8 min on one H200
+#                                                         (2024: the files at their 2024 sizes)
 #   bash benchmarks/gpu/kernelbench_rank.sh completions [N]
 #                                                         mine, then `rank --solver completions`
 #                                                         on N published kernels (default 96,
@@ -44,9 +46,14 @@ PY
 }
 case "${1:-}" in
   pipeline)
-    timeout 480 python3 benchmarks/kernelbench_pipeline.py both --out "$RUN" --device cuda \
+    # "2024": KernelBench's files at their 2024 sizes (benchmarks/data/kernelbench-2024.jsonl)
+    if [ "${2:-current}" = 2024 ]; then RUN=$RUN-2024; PROBLEMS="--problems benchmarks/data/kernelbench-2024.jsonl"; fi
+    # a call cut by the timeout leaves the stages' journals in $RUN: the next call on the same
+    # (warm) machine resumes there
+    timeout 450 python3 benchmarks/kernelbench_pipeline.py run --out "$RUN" --device cuda ${PROBLEMS:-} \
       > "$OUT/pipeline.log" 2>&1
     echo "exit $?"
+    python3 benchmarks/kernelbench_pipeline.py score --out "$RUN" > "$OUT/score.log" 2>&1
     ;;
   completions)
     [ -d "$RUN/mine/problems" ] || python3 benchmarks/kernelbench_pipeline.py run --out "$RUN" --device cuda \
@@ -55,7 +62,7 @@ case "${1:-}" in
       --backends cuda,triton --max-kernels "${2:-96}" --verify-workers 12 > "$OUT/completions.log" 2>&1
     echo "exit $?"
     ;;
-  *) echo "usage: $0 pipeline|completions [N]"; exit 2 ;;
+  *) echo "usage: $0 pipeline [2024] | completions [N]"; exit 2 ;;
 esac
 keep
 grep -v -E ": [0-9]+/[0-9]+$" "$OUT"/*.log | tail -25
