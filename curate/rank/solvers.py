@@ -17,7 +17,7 @@ candidate programs (Python source defining ``ModelNew``):
   ``{"problem_id", "completion"}`` lines (several per problem allowed).
 
 A solver raises :class:`SolverError` for a problem it could not produce candidates for; the
-stage then keeps the problem as ``unranked`` with the error.
+stage then keeps the problem with its predicted difficulty and the error in ``rank_error``.
 """
 
 from __future__ import annotations

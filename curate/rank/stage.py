@@ -87,14 +87,14 @@ def run(sr: StageRun, solver: str, k: int, completions: Path | str | None, base_
     Options (:class:`curate.rank.options.RankOptions`):
         out: run folder; writes ``out/rank``.
         source: stage folder or parquet to read instead of :func:`default_source`.
-        solver: ``"none"`` (difficulty from measured figures only), ``"inductor"``,
+        solver: ``"none"`` (the predicted difficulty, :mod:`.predict`), ``"inductor"``,
             ``"openai"`` or ``"completions"`` (see :mod:`.solvers`).
         k: samples per problem (openai) and the k of pass@k.
         completions: JSONL of ``{problem_id, completion}`` (solver=completions).
         base_url, model, api_key_env, temperature, concurrency: solver=openai settings.
         cache_dir: completion and verification cache (default ``out/rank/cache``).
         max_problems: rank only the first this many valid problems (table order); the rest
-            are kept as ``unranked``.
+            keep the predicted difficulty (``rank_error`` says why the solver did not rank them).
         timeout_s: seconds allowed to verify one candidate (and to trace one problem's
             structure, at most 120).
         device: verifier device (``"auto"``: CUDA when present).
