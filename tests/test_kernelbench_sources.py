@@ -192,3 +192,24 @@ def test_rank_completions_of_published_kernels(kb_run: Path, tmp_path: Path):
     # problems without a completion keep the predicted difficulty
     other = rows["2_Standard_matrix_multiplication_"]
     assert other["pass_rate"] is None and other["difficulty_signal"] == "predicted"
+
+
+def test_predictor_parameters_match_the_features():
+    """The shipped parameters read exactly the features curate.rank.features makes, and the
+    predictor ranks every problem, code that does not parse included."""
+    from curate.rank import predict
+    from curate.rank.features import code_features, features
+    from curate.structure import structure_task
+
+    model = predict.load_model()
+    code = KB["1_Square_matrix_multiplication_"]["code"]
+    st = structure_task(code)
+    assert set(model["full"]["features"]) == set(features(code, st))
+    assert set(model["code_only"]["features"]) == set(code_features(code))
+    p, how = predict.predict(code, st)
+    assert how == "predicted" and 0 < p < 1 and predict.bucket(p, how) in ("easy", "medium", "hard")
+    q, how = predict.predict("def broken(:\n", {"ok": False})
+    assert how == "predicted_code" and 0 < q < 1
+    # the published results: a single matmul is solved far more often than a single convolution
+    conv = KB["63_conv_standard_2D__square_input__square_kernel"]["code"]
+    assert p > predict.predict(conv, structure_task(conv))[0]
