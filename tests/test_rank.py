@@ -221,5 +221,7 @@ def test_rank_inductor_baseline_with_max_problems(tmp_path):
     rows = _by_id(tmp_path)
     kb = rows["kb-19-relu"]
     assert kb["solver"] == "inductor" and (kb["n_candidates"], kb["n_correct"]) == (1, 1)
-    assert kb["pass_rate"] == 1.0 and kb["pass_at_k"] == 1.0 and kb["difficulty"] == "easy"
+    assert kb["pass_rate"] == 1.0 and kb["pass_at_k"] == 1.0
+    # Inductor passes what it compiles: its pass rate is recorded, the predictor sets the difficulty
+    assert kb["difficulty_signal"] == "predicted" and kb["difficulty_score"] == 1 - kb["predicted_pass_rate"]
     assert rows["torch-relu"]["difficulty_signal"] == "predicted" and rows["torch-relu"]["pass_rate"] is None
