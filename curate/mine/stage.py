@@ -411,7 +411,9 @@ def _run(sr: StageRun, manifest: Path | str, entries: list[dict], cache: Path, e
                 imported += 1
     todo = interleave([i for i, k in enumerate(keys) if pending(k)],
                       lambda i: tasks[i][0]["source"]["name"])
-    kb_keys = [content_key(row["problem_id"], "kernelbench", text) for row, text in kb_tasks]
+    # the reader's own code is part of a file's key: an upgraded reader reads the files again
+    reader = hashlib.sha1((Path(__file__).parent / "kernelbench.py").read_bytes()).hexdigest()[:12]
+    kb_keys = [content_key(row["problem_id"], "kernelbench", reader, text) for row, text in kb_tasks]
     kb_todo = [i for i, k in enumerate(kb_keys) if pending(k)]
     if export_pending is not None:
         n = write_tasks(export_pending, ((keys[i], tasks[i][1]) for i in todo))
