@@ -107,7 +107,7 @@ def pooled(results: Path, sources: set[str] | None) -> dict[tuple[int, int], flo
     return {k: c[k] / n[k] for k in n}
 
 
-def spearmanr_value(a, b) -> float:
+def spearmanr_value(a, b) -> float | None:
     """Spearman's rank correlation (ties get their mean rank), with numpy alone: the GPU
     machine has no scipy."""
     import numpy as np
@@ -123,6 +123,8 @@ def spearmanr_value(a, b) -> float:
         return r
 
     ra, rb = ranks(a), ranks(b)
+    if ra.std() == 0 or rb.std() == 0:
+        return None  # a constant side has no ranking to compare
     return float(np.corrcoef(ra, rb)[0, 1])
 
 
