@@ -148,7 +148,7 @@ _HELP = {
     runs alone on the GPU. A problem that segfaults, hangs, runs out of memory or raises a CUDA
     error becomes a rejected row ('crash', 'timeout', 'memory', 'cuda_error') and the run goes on.
     A row whose worker died is measured again on another GPU once before it is rejected.""",
-    "rank": "Score a baseline solver's candidates with the verifier: pass rate, pass@k, difficulty.",
+    "rank": "Level, category and two difficulty axes per problem (predicted chance a model's kernel is wrong; speed headroom); optionally a solver's verified pass rate and pass@k.",
     "export": """Prune, split by dedup cluster and write a Hugging Face DatasetDict, parquet configs,
     card and verl view; optionally push them to the Hugging Face Hub.""",
 }

@@ -17,6 +17,13 @@ An *input spec* is a JSON-serialisable list, one entry per forward argument:
 - ``{"kind": "mask", "shape": [8, 128], "dtype": "bool"}``: ``torch.rand(...) > 0.5``
 - ``{"kind": "value", "value": 3}``: a plain Python value (int, float, bool, str, None)
 
+A tensor or index entry may carry ``"then"``: steps applied in order after the draw, as a
+KernelBench-format file's ``get_inputs()`` writes them (:data:`THEN_STEPS`; read from such files
+by :mod:`curate.mine.kernelbench`): ``["mul", c]``, ``["add", c]``, ``["rsub", c]`` (``c - x``),
+``["triu", k]``, ``["tril", k]``, ``["softmax", dim]``, ``["log_softmax", dim]``,
+``["symmetric"]`` (``x + x.transpose(-2, -1)``), ``["abs"]``, ``["float"]``, ``["mul_rand"]``
+(``x * torch.rand(())``: one random factor for the whole tensor).
+
 :class:`InputSpec` is the typed form of one entry (:func:`parse_input_spec` reads a whole spec,
 checking each entry); rendering and building inputs go through it. The JSON form stays what
 tables and journals hold: ``InputSpec.from_dict(d).to_dict() == d``.
@@ -49,6 +56,12 @@ class ProblemLoadError(Exception):
 
 
 INPUT_KINDS = ("tensor", "index", "mask", "value")
+#: ``then`` steps: name -> (number of arguments, the expression template of ``x``)
+THEN_STEPS = {"mul": (1, "({x} * {0!r})"), "add": (1, "({x} + {0!r})"), "rsub": (1, "({0!r} - {x})"),
+              "triu": (1, "torch.triu({x}, {0!r})"), "tril": (1, "torch.tril({x}, {0!r})"),
+              "softmax": (1, "{x}.softmax({0!r})"), "log_softmax": (1, "{x}.log_softmax({0!r})"),
+              "symmetric": (0, "(lambda a: a + a.transpose(-2, -1))({x})"), "abs": (0, "{x}.abs()"),
+              "float": (0, "{x}.float()"), "mul_rand": (0, "({x} * torch.rand(()))")}
 #: a ``unit_interval`` tensor is ``rand * UNIT_SCALE + UNIT_LOW``: in [0.01, 0.99], away from
 #: the poles of ``log(p)`` and ``log(1 - p)``
 UNIT_SCALE, UNIT_LOW = 0.98, 0.01
@@ -103,6 +116,7 @@ class InputSpec:
             raise ValueError("index input needs high")
         if kind == "value" and "value" not in spec:
             raise ValueError("value input needs value")
+        _check_then(spec.get("then"), kind)
         return cls(kind=kind, shape=shape, dtype=spec.get("dtype"),
                    low=None if spec.get("low") is None else int(spec["low"]),
                    high=None if spec.get("high") is None else int(spec["high"]),
@@ -138,8 +152,19 @@ class InputSpec:
         """A tensor drawn uniform in [0.01, 0.99] instead of normal (the module docstring)."""
         return self.kind == "tensor" and dict(self.extra).get("unit_interval") is True
 
+    @property
+    def then(self) -> list[list]:
+        """The ``then`` steps applied after the draw (the module docstring); [] when none."""
+        return list(dict(self.extra).get("then") or [])
+
     def expr(self) -> str:
         """The ``get_inputs()`` expression that makes the argument."""
+        x = self._draw_expr()
+        for step in self.then:
+            x = THEN_STEPS[step[0]][1].format(*step[1:], x=x)
+        return x
+
+    def _draw_expr(self) -> str:
         if self.kind == "tensor":
             dt = self.dtype or "float32"
             extra = "" if dt == "float32" else f", dtype={_torch_dtype_expr(dt)}"
@@ -151,6 +176,50 @@ class InputSpec:
         if self.kind == "mask":
             return f"torch.rand({_shape_tuple(self.shape)}) > 0.5"
         return repr(self.value)
+
+
+def _check_then(then: Any, kind: str) -> None:
+    """Raises ValueError for a ``then`` list that is not of :data:`THEN_STEPS`."""
+    if then is None:
+        return
+    if kind not in ("tensor", "index") or not isinstance(then, (list, tuple)):
+        raise ValueError(f"'then' steps are a list, on a tensor or index input (got {then!r} on {kind})")
+    for step in then:
+        if not isinstance(step, (list, tuple)) or not step or step[0] not in THEN_STEPS:
+            raise ValueError(f"unknown 'then' step {step!r}; known: {', '.join(THEN_STEPS)}")
+        if len(step) - 1 != THEN_STEPS[step[0]][0] or not all(
+                isinstance(a, (int, float)) and not isinstance(a, bool) for a in step[1:]):
+            raise ValueError(f"'then' step {step!r}: {THEN_STEPS[step[0]][0]} number(s) expected")
+
+
+def apply_then(x: Any, then: list[list], generator: Any = None) -> Any:
+    """``x`` with the ``then`` steps applied (a torch tensor; see the module docstring);
+    ``generator`` draws the factor of ``mul_rand``."""
+    import torch
+
+    for step in then:
+        name, args = step[0], step[1:]
+        if name == "mul":
+            x = x * args[0]
+        elif name == "add":
+            x = x + args[0]
+        elif name == "rsub":
+            x = args[0] - x
+        elif name in ("triu", "tril"):
+            x = getattr(torch, name)(x, int(args[0]))
+        elif name in ("softmax", "log_softmax"):
+            x = getattr(x, name)(int(args[0]))
+        elif name == "symmetric":
+            x = x + x.transpose(-2, -1)
+        elif name == "abs":
+            x = x.abs()
+        elif name == "float":
+            x = x.float()
+        elif name == "mul_rand":
+            x = x * torch.rand((), dtype=x.dtype, device=x.device, generator=generator)
+        else:
+            raise ValueError(f"unknown 'then' step {step!r}")
+    return x
 
 
 def parse_input_spec(input_spec: Any) -> list[InputSpec]:
@@ -224,20 +293,26 @@ def replace_inputs(code: str, input_spec: list[dict], init_args: list[Any]) -> s
     return assemble(head, input_spec, init_args)
 
 
+#: ``shape_source`` values of rows whose ``input_spec`` was sized for a GPU and not run on this
+#: CPU: ``estimated`` (diversify's estimates alone) and ``source`` (a KernelBench-format file's
+#: own sizes, :mod:`curate.mine.kernelbench`, which can take gigabytes).
+GPU_SIZED = ("estimated", "source")
+
+
 def mined_inputs(row: dict[str, Any], estimated_only: bool = True) -> tuple[list, list] | None:
     """``(input_spec, init_args)`` a row was mined with, for work a CPU must do on a problem
-    whose shapes diversify sized for a GPU (columns ``mined_input_spec``/``mined_init_args``).
+    whose shapes were sized for a GPU (columns ``mined_input_spec``/``mined_init_args``).
 
     Args:
-        estimated_only: only for rows whose shapes were set from estimates alone
-            (``shape_source == "estimated"``, a CPU-only run); False: for any row that has them.
+        estimated_only: only for rows whose shapes were sized for a GPU and never run here
+            (``shape_source`` in :data:`GPU_SIZED`); False: for any row that has them.
     Returns:
         The mined spec and constructor arguments, or None when the row has none (or, with
         ``estimated_only``, was sized on a GPU).
     Raises:
         ValueError: the columns hold malformed JSON.
     """
-    if not row.get("mined_input_spec") or (estimated_only and row.get("shape_source") != "estimated"):
+    if not row.get("mined_input_spec") or (estimated_only and row.get("shape_source") not in GPU_SIZED):
         return None
     init = row.get("mined_init_args")
     return json.loads(row["mined_input_spec"]), (json.loads(init) if init else [])
@@ -310,23 +385,27 @@ def build_inputs(input_spec: list[dict], device: str = "cpu", seed: int | None =
     """Materialise ``input_spec`` directly on ``device`` (no CPU round trip on CUDA).
 
     Tensors are built on the target device, which on a GPU avoids the multi-GB host
-    allocations that KernelBench's ``get_inputs()`` then ``.cuda()`` pattern pays for.
+    allocations that KernelBench's ``get_inputs()`` then ``.cuda()`` pattern pays for. On
+    ``meta`` (shapes and dtypes only, nothing drawn) ``seed`` is ignored: torch has no
+    generator for that device ("META device type not an accelerator").
     """
     import torch
 
     gen = None
-    if seed is not None:
+    if seed is not None and torch.device(device).type != "meta":
         gen = torch.Generator(device=device).manual_seed(seed)
     out: list[Any] = []
     for spec in parse_input_spec(input_spec):
         if spec.kind == "tensor":
             dt = getattr(torch, spec.dtype or "float32")
             if spec.unit_interval:
-                out.append(torch.rand(spec.shape, dtype=dt, device=device, generator=gen) * UNIT_SCALE + UNIT_LOW)
+                x = torch.rand(spec.shape, dtype=dt, device=device, generator=gen) * UNIT_SCALE + UNIT_LOW
             else:
-                out.append(torch.randn(spec.shape, dtype=dt, device=device, generator=gen))
+                x = torch.randn(spec.shape, dtype=dt, device=device, generator=gen)
+            out.append(apply_then(x, spec.then, gen) if spec.then else x)
         elif spec.kind == "index":
-            out.append(torch.randint(spec.low or 0, spec.high, spec.shape, device=device, generator=gen))
+            x = torch.randint(spec.low or 0, spec.high, spec.shape, device=device, generator=gen)
+            out.append(apply_then(x, spec.then, gen) if spec.then else x)
         elif spec.kind == "mask":
             out.append(torch.rand(spec.shape, device=device, generator=gen) > 0.5)
         else:

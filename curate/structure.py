@@ -212,8 +212,9 @@ def classify(ops: Sequence[OpCost], truncated: bool = False) -> dict[str, Any]:
         ``{"level": 1|2|3, "category": str, "steps": int, "heavy_steps": int,
         "library_share": roofline share in [0, 1] of the heavy steps (a static stand-in for
         the profiler's share of library kernels), "category_share": {category: share of
-        roofline time in [0, 1]}, "top_ops":
-        [ATen names, most frequent first, at most 8]}``.
+        roofline time in [0, 1]}, "category_steps": {category: steps of that category (each
+        step's own, epilogues not folded)}, "distinct_ops": distinct ATen operators among the
+        steps, "top_ops": [ATen names, most frequent first, at most 8]}``.
     """
     st = steps(ops)
     per = category_ms(st)
@@ -227,12 +228,15 @@ def classify(ops: Sequence[OpCost], truncated: bool = False) -> dict[str, Any]:
     heavy_ms = sum(op_ms(o) for o in st if _is_heavy(o))
     raw_ms = sum(op_ms(o) for o in st)
     counts: dict[str, int] = defaultdict(int)
+    per_cat: dict[str, int] = defaultdict(int)
     for o in st:
         counts[o.name] += 1
+        per_cat[op_category(o)] += 1
     return {"level": level_of(st, truncated), "category": category, "steps": len(st),
             "heavy_steps": sum(1 for o in st if _is_heavy(o)),
             "library_share": heavy_ms / raw_ms if raw_ms > 0 else 0.0,
             "category_share": {c: round(v / total, 4) for c, v in per.items()} if total > 0 else {},
+            "category_steps": dict(per_cat), "distinct_ops": len(counts),
             "top_ops": [n for n, _ in sorted(counts.items(), key=lambda kv: -kv[1])[:8]]}
 
 
@@ -251,8 +255,10 @@ def structure_task(code: str, init_args: list | None = None, input_spec: list[di
         max_kernels: stop tracing past this many kernels (the problem is then level 3).
     Returns:
         :func:`classify`'s dict plus ``ok: True``, ``traced_on`` (``meta`` or ``cpu``),
-        ``kernels`` (kernel-launching operators traced), ``flops``, ``bytes`` and
-        ``seconds``; or ``{"ok": False, "error": str}`` when neither trace runs.
+        ``kernels`` (kernel-launching operators traced), ``flops``, ``bytes`` (moved by all
+        kernels), ``input_bytes``, ``output_bytes``, ``param_bytes`` (parameters and buffers)
+        and ``seconds``; or ``{"ok": False, "error": str}`` when neither trace runs. A CPU
+        trace is at the small shape: its sizes are not the problem's.
     """
     import torch
 
@@ -287,6 +293,8 @@ def structure_task(code: str, init_args: list | None = None, input_spec: list[di
             continue
         out = classify(cost.ops, truncated)
         out.update(ok=True, traced_on=device, kernels=cost.kernels, truncated=truncated,
-                   flops=cost.flops, bytes=cost.bytes, seconds=time.monotonic() - t0)
+                   flops=cost.flops, bytes=cost.bytes, input_bytes=cost.input_bytes,
+                   output_bytes=cost.output_bytes, param_bytes=cost.param_bytes,
+                   seconds=time.monotonic() - t0)
         return out
     return {"ok": False, "error": error}

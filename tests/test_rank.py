@@ -105,9 +105,10 @@ def test_rank_with_completions_end_to_end(tmp_path):
     tr = rows["torch-relu"]
     assert (tr["n_correct"], tr["pass_rate"], tr["pass_at_k"], tr["difficulty"]) == (2, 1.0, 1.0, "easy")
     sig = rows["kb-21-sigmoid"]
-    # no completion for it: no pass rate, but a bucket from its traced structure (a CPU table)
+    # no completion for it: no pass rate, but a bucket from the predictor
     assert sig["pass_rate"] is None and "no completions" in sig["rank_error"]
-    assert (sig["difficulty"], sig["difficulty_signal"]) == ("easy", "static")
+    assert sig["difficulty_signal"] == "predicted" and sig["difficulty"] in ("easy", "medium", "hard")
+    assert sig["headroom_signal"] == "static" and sig["speedup_headroom"] is not None
     assert (sig["level"], sig["category"]) == (1, "elementwise")
     assert kb["difficulty_signal"] == "pass_rate" and kb["difficulty_score"] == pytest.approx(2 / 3)
     assert rows["kb-19-relu"]["eager_ms"] == 0.01  # earlier columns are kept
@@ -118,7 +119,7 @@ def test_rank_with_completions_end_to_end(tmp_path):
     again = run(out=tmp_path, solver="completions", completions=path, k=2, workers=2)
     assert again["verifications_cached"] == 5
     assert _by_id(tmp_path)["kb-19-relu"]["pass_at_k"] == kb["pass_at_k"]
-    assert read_stats(tmp_path / "rank")["difficulty"] == {"easy": 2, "medium": 1}
+    assert sum(read_stats(tmp_path / "rank")["difficulty"].values()) == 3
 
 
 def test_completions_file_errors_name_the_line(tmp_path):
@@ -202,7 +203,7 @@ def test_openai_solver_over_http_with_cache(tmp_path, endpoint, monkeypatch):
     assert (relu["n_candidates"], relu["n_correct"]) == (2, 1)
     assert relu["pass_rate"] == 0.5 and relu["pass_at_k"] == 1.0 and relu["solver"] == "openai:canned-model"
     sig = rows["kb-21-sigmoid"]
-    assert sig["difficulty_signal"] == "static" and "HTTP 400" in sig["rank_error"]
+    assert sig["difficulty_signal"] == "predicted" and "HTTP 400" in sig["rank_error"]
 
     # the completions are cached: a second run sends only the requests that failed
     again = run(**kw)
@@ -220,5 +221,7 @@ def test_rank_inductor_baseline_with_max_problems(tmp_path):
     rows = _by_id(tmp_path)
     kb = rows["kb-19-relu"]
     assert kb["solver"] == "inductor" and (kb["n_candidates"], kb["n_correct"]) == (1, 1)
-    assert kb["pass_rate"] == 1.0 and kb["pass_at_k"] == 1.0 and kb["difficulty"] == "easy"
-    assert rows["torch-relu"]["difficulty_signal"] == "static" and rows["torch-relu"]["pass_rate"] is None
+    assert kb["pass_rate"] == 1.0 and kb["pass_at_k"] == 1.0
+    # Inductor passes what it compiles: its pass rate is recorded, the predictor sets the difficulty
+    assert kb["difficulty_signal"] == "predicted" and kb["difficulty_score"] == 1 - kb["predicted_pass_rate"]
+    assert rows["torch-relu"]["difficulty_signal"] == "predicted" and rows["torch-relu"]["pass_rate"] is None

@@ -60,7 +60,7 @@ from curate.diversify.calibrate_pool import calibrate_many, default_calibrate_wo
 from curate.diversify.cost import gpu_profile
 from curate.diversify.plan import plan_task
 from curate.journal import content_key
-from curate.problem import INPUTS_MARKER, dumps, replace_inputs
+from curate.problem import INPUTS_MARKER, dumps, mined_inputs, replace_inputs
 from curate.harness.stage import StageRun, stage
 from curate.table import Rejections, read_problems
 
@@ -149,6 +149,12 @@ def run(sr: StageRun, variants: int, band_ms: tuple[float, float], target_gpu: s
             init = json.loads(row["init_args"]) if row.get("init_args") else []
             if not isinstance(spec, list) or not isinstance(init, list):
                 raise ValueError("input_spec and init_args must be JSON lists")
+            # a KernelBench-format file's own sizes can take gigabytes: planning runs the
+            # problem for real on the CPU, so it starts from the file's CPU shape
+            small = mined_inputs(row) if row.get("shape_source") == "source" else None
+            if small is not None:
+                spec, init = small
+                row = rows[i] = {**row, "code": replace_inputs(row["code"], spec, init)}
         except (TypeError, ValueError, KeyError) as exc:
             rejects.add(row, "bad_input_spec", str(exc))
             continue

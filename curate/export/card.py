@@ -158,14 +158,19 @@ def source_table(table: pl.DataFrame) -> str:
                     df.select("name", "kind", "version", "licence", "rows", "problems").rows())
 
 
-#: How the card explains the difficulty score (see curate.rank.difficulty).
+#: How the card explains the two difficulty columns (see curate.rank.predict, curate.rank.difficulty).
 DIFFICULTY_NOTE = (
-    "Without an LLM solver, `difficulty_score` (0 easy .. 1 hard) weighs what measure "
-    "recorded on the GPU: TorchInductor's headroom over eager (a compiler that beats eager 3x "
-    "leaves fusion wins to take: easy; one no faster than eager: hard), the share of GPU time "
-    "in cuBLAS/cuDNN kernels (hard to beat by hand) and the kernel count (program size); "
-    "`easy` below 0.40, `medium` below 0.65, `hard` above. `static`: the same from the "
-    "meta-device trace where no GPU figures exist. `pass_rate`: an LLM solver's pass rate.")
+    "`difficulty_score` (0 easy .. 1 hard) is the estimated probability that a baseline "
+    "language model's kernel for the problem is wrong: `1 - pass_rate` where an LLM solver's "
+    "candidates were verified (`pass_rate`), else `1 - predicted_pass_rate`, a logistic model "
+    "of the problem's traced operators and code fitted to public per-problem results of "
+    "language models on KernelBench (`predicted`; `predicted_code` from the code alone where "
+    "the trace failed); `easy`/`medium`/`hard` cut the predicted pass rate at its terciles "
+    "over KernelBench's problems. `speedup_headroom` (0 .. 1) is a second axis: how hard the "
+    "problem is to make faster than TorchInductor and the vendor libraries (compiler headroom "
+    "over eager, share of GPU time in cuBLAS/cuDNN kernels, kernel count; from the GPU "
+    "figures, or `static` from the meta-device trace), which tracks whether a correct kernel "
+    "is also faster, not whether it is correct.")
 DIFFICULTY_ORDER = ["trivial", "easy", "medium", "hard", "unsolved", "unranked"]
 QUANTILES = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
 
@@ -276,6 +281,14 @@ def difficulty_section(splits: dict[str, pl.DataFrame]) -> str:
     mean = df["pass_rate"].mean()
     tail = (f"\n\nBaseline solver: {', '.join(solvers) if solvers else '-'}; mean pass rate "
             f"{_fmt(mean)}.")
+    both = [d for d in splits.values() if d.height and {"difficulty_score", "speedup_headroom"} <= set(d.columns)]
+    if both:
+        scores = pl.concat([d.select(pl.col("difficulty_score").cast(pl.Float64),
+                                     pl.col("speedup_headroom").cast(pl.Float64)) for d in both])
+        tail += (f"\n\nRows with a `difficulty_score`: {scores['difficulty_score'].is_not_null().sum():,} "
+                 f"of {scores.height:,} (mean {_fmt(scores['difficulty_score'].mean())}); with a "
+                 f"`speedup_headroom`: {scores['speedup_headroom'].is_not_null().sum():,} "
+                 f"(mean {_fmt(scores['speedup_headroom'].mean())}).")
     signals = pl.concat([d.select(pl.col("difficulty_signal").cast(pl.String)) for d in splits.values()
                          if d.height and "difficulty_signal" in d.columns]) if any(
         d.height and "difficulty_signal" in d.columns for d in splits.values()) else None

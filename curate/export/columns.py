@@ -50,6 +50,9 @@ EXPECTED: dict[str, tuple[str, pl.DataType]] = {
     "difficulty": ("rank", pl.String()),
     "difficulty_score": ("rank", pl.Float64()),
     "difficulty_signal": ("rank", pl.String()),
+    "predicted_pass_rate": ("rank", pl.Float64()),
+    "speedup_headroom": ("rank", pl.Float64()),
+    "headroom_signal": ("rank", pl.String()),
     "level": ("rank", pl.Int64()),
     "category": ("rank", pl.String()),
     "solver": ("rank", pl.String()),
@@ -109,7 +112,8 @@ VARIANTS_DTYPE = pl.List(pl.Struct({"input_spec": SPEC_DTYPE, "init_args": pl.St
 #: needs. Columns no stage of curate writes (added by a newer stage or by hand) follow them.
 DEFAULT_COLUMNS = (
     "problem_id", "name", "split", "code", "prompt", "prompt_tokens", "input_spec", "init_args",
-    "shape_variants", "eager_ms", "compile_ms", "inductor_speedup", "gpu", "difficulty", "level", "category",
+    "shape_variants", "eager_ms", "compile_ms", "inductor_speedup", "gpu", "difficulty", "difficulty_score",
+    "speedup_headroom", "level", "category",
     "base_problem_id", "variant", "dedup_cluster", "source", "contaminated_by",
 )
 #: Columns of the ``measurements`` config (joined to ``default`` on ``problem_id``): how rows
@@ -117,7 +121,7 @@ DEFAULT_COLUMNS = (
 MEASUREMENT_COLUMNS = (
     "problem_id", "split", "is_representative", "est_flops", "est_bytes",
     "device", "torch_version", "peak_mem_mb", "pass_rate", "pass_at_k", "n_candidates",
-    "n_correct", "best_speedup", "difficulty_score", "difficulty_signal", "solver", "pruned", "code_chars_unpruned", "output_shapes",
+    "n_correct", "best_speedup", "difficulty_signal", "predicted_pass_rate", "headroom_signal", "solver", "pruned", "code_chars_unpruned", "output_shapes",
     "synth_seconds",
 )
 

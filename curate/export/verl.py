@@ -25,7 +25,8 @@ ABILITY = "gpu_kernel"
 EXTRA_FIELDS = (
     "split", "index", "problem_id", "name", "base_problem_id", "variant", "dedup_cluster",
     "init_args", "input_spec", "shape_variants", "eager_ms", "compile_ms", "inductor_speedup",
-    "gpu", "device", "torch_version", "peak_mem_mb", "difficulty", "pass_rate", "prompt_tokens",
+    "gpu", "device", "torch_version", "peak_mem_mb", "difficulty", "difficulty_score", "speedup_headroom",
+    "pass_rate", "prompt_tokens",
 )
 
 

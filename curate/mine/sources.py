@@ -7,6 +7,7 @@ A manifest is YAML::
       - {kind: pypi, name: timm, version: "1.0.31", include: ["timm/layers/*.py"]}
       - {kind: dir, name: myrepo, path: /some/dir}
       - {kind: git, name: x, uri: https://host/x.git, ref: <commit>}
+      - {kind: kernelbench, name: mykb, path: /some/problems}
 
 Kinds:
 
@@ -17,6 +18,11 @@ Kinds:
   wheel preferred, sdist otherwise) and unpacked into the cache.
 - ``dir``: a local directory.
 - ``git``: a git repository cloned at ``ref`` (needs a network that reaches ``uri``).
+- ``kernelbench``: a local folder of KernelBench-format files (``class Model``,
+  ``get_inputs()``, ``get_init_inputs()`` at the top level, as in KernelBench's
+  ``level1/*.py``): each file is a problem with its own inputs (:mod:`curate.mine.kernelbench`),
+  not a source of classes to synthesize inputs for. Such files in a source of another kind
+  are recognized by that shape and taken the same way.
 
 ``include`` / ``exclude`` are glob patterns relative to the source root (``**`` allowed);
 by default test folders are excluded. ``deps`` lists other pinned PyPI packages whose code
@@ -116,7 +122,8 @@ def load_manifest(path: Path | str) -> list[dict]:
                             "holds only 'sources'")
     if not data["sources"]:
         raise ManifestError(f"{path}: the 'sources' list is empty")
-    need = {"package": ("name",), "pypi": ("name",), "dir": ("name", "path"), "git": ("name", "uri")}
+    need = {"package": ("name",), "pypi": ("name",), "dir": ("name", "path"), "git": ("name", "uri"),
+            "kernelbench": ("name", "path")}
     for i, entry in enumerate(data["sources"]):
         if not isinstance(entry, dict) or entry.get("kind") not in need:
             raise ManifestError(f"{path}: source {i}: kind must be one of {sorted(need)}")
@@ -153,7 +160,7 @@ def resolve(entry: dict, cache: Path) -> Source:
                       dist.version if dist else None, _licence(dist), pkg_dir.parent,
                       include or (f"{entry['name'].replace('.', '/')}/**",), exclude,
                       frozenset({top}))
-    if kind == "dir":
+    if kind in ("dir", "kernelbench"):
         root = Path(entry["path"]).expanduser().resolve()
         if not root.is_dir():
             raise SourceUnavailable(f"directory {root} does not exist")

@@ -21,6 +21,7 @@ from curate.mine import default_cache
 from curate.mine.closure import module_name
 from curate.mine.declared import DeclaredDependencies, placeholder_packages
 from curate.mine.deps import dependency_roots
+from curate.mine.kernelbench import kernelbench_names, kernelbench_task
 from curate.mine.offload import read_outcomes, write_tasks
 from curate.mine.scan import Scan, closure_of, closure_sources, scan
 from curate.mine.sources import Source, SourceUnavailable, load_manifest, resolve
@@ -174,6 +175,62 @@ def _second_tries(sr: StageRun, scans: list[Scan], tasks: list[tuple[dict[str, A
     return second
 
 
+#: Least seconds a KernelBench-format file gets (its inputs read on meta, its CPU shape
+#: searched and checked): files of gigabyte-sized inputs take tens of seconds on one core.
+KERNELBENCH_TIMEOUT_S = 120.0
+
+
+def kernelbench_row(source: Source, rel: str) -> dict[str, Any]:
+    """The row of a KernelBench-format file: named ``<source>/<path without .py>``."""
+    row = _base_row(source, rel, "Model")
+    row["name"] = f"{source.name}/{rel.removesuffix('.py')}"
+    return row
+
+
+def kernelbench_files(source: Source, files: list[Path], rejects: Rejections
+                      ) -> tuple[list[tuple[dict[str, Any], str]], int, int]:
+    """The KernelBench-format files of a ``kernelbench`` source: ``([(row, text)], skipped,
+    rows rejected)``. A file that does not parse is a ``syntax_error`` row, one that defines
+    ``class Model`` without ``get_inputs`` or ``get_init_inputs`` an ``exec_fails`` row; a file
+    without ``class Model`` (a helper, a package ``__init__``) holds no problem and is counted
+    as skipped."""
+    out, skipped, rejected = [], 0, 0
+    for f in files:
+        rel = f.relative_to(source.root).as_posix()
+        text = f.read_text(errors="replace")
+        names = kernelbench_names(text)
+        if names is None:
+            rejects.add(_base_row(source, rel, None), "syntax_error", f"{rel} does not parse")
+            rejected += 1
+        elif names == {"Model", "get_inputs", "get_init_inputs"}:
+            out.append((kernelbench_row(source, rel), text))
+        elif "Model" in names:
+            missing = sorted({"get_inputs", "get_init_inputs"} - names)
+            rejects.add(kernelbench_row(source, rel), "exec_fails",
+                        f"a KernelBench-format file needs {', '.join(missing)} at its top level")
+            rejected += 1
+        else:
+            skipped += 1
+    return out, skipped, rejected
+
+
+def recognized_kernelbench(found: Scan) -> list[tuple[dict[str, Any], str]]:
+    """KernelBench-format files among a scanned source's files (recognized by shape: ``class
+    Model``, ``get_inputs``, ``get_init_inputs`` at the top level): their ``Model`` leaves the
+    scan's candidates (it would be rejected ``name_conflict``) and the file becomes a problem
+    with its own inputs; its other classes stay candidates."""
+    out, moved = [], set()
+    for rel, _, cls in found.candidates:
+        if cls != "Model" or rel in moved:
+            continue
+        text = (found.source.root / rel).read_text(errors="replace")
+        if kernelbench_names(text) == {"Model", "get_inputs", "get_init_inputs"}:
+            moved.add(rel)
+            out.append((kernelbench_row(found.source, rel), text))
+    found.candidates = [c for c in found.candidates if not (c[2] == "Model" and c[0] in moved)]
+    return out
+
+
 def _unavailable(entry: dict) -> Source:
     return Source(entry["kind"], entry["name"], entry.get("uri") or entry.get("path") or entry["name"],
                   entry.get("version"), None, Path("."))
@@ -254,6 +311,7 @@ def _run(sr: StageRun, manifest: Path | str, entries: list[dict], cache: Path, e
          import_outcomes: list[Path | str] | None = None, sample_per_source: int | None = None,
          sample_seed: int = 0) -> dict[str, Any]:
     rejects = Rejections("mine")
+    kb_tasks: list[tuple[dict[str, Any], str]] = []  # KernelBench-format files: (row, text)
     scans: list[Scan] = []
     per_source: dict[str, dict[str, Any]] = {}
     phases = {"resolve": 0.0, "prefilter": 0.0, "index": 0.0, "classes": 0.0, "closure": 0.0}
@@ -267,9 +325,21 @@ def _run(sr: StageRun, manifest: Path | str, entries: list[dict], cache: Path, e
             rows_in += 1
             continue
         files = source.files()
+        if source.kind == "kernelbench":
+            phases["resolve"] += time.monotonic() - t
+            got, skipped, rejected = kernelbench_files(source, files, rejects)
+            kb_tasks.extend(got)
+            rows_in += len(got) + rejected
+            per_source[source.name] = {"version": source.version, "licence": source.licence,
+                                       "files": len(files), "kernelbench_files": len(got),
+                                       "prefilter_skipped": skipped, "syntax_errors": rejected}
+            continue
         deps = dependency_roots(entry, cache)  # manifest `deps`: packages whose code may be copied
         phases["resolve"] += time.monotonic() - t
         found = scan(source, ex, files, deps)
+        recognized = recognized_kernelbench(found)
+        kb_tasks.extend(recognized)
+        rows_in += len(recognized)
         for k, v in found.seconds.items():
             phases[k] += v
         for rel, err in found.broken:
@@ -308,7 +378,8 @@ def _run(sr: StageRun, manifest: Path | str, entries: list[dict], cache: Path, e
             "version": found.source.version, "licence": found.source.licence, "files": found.files,
             "prefilter_skipped": len(found.skipped), "syntax_errors": len(found.broken),
             "indexed_on_demand": found.indexed_on_demand, "classes": found.classes,
-            "module_classes": len(found.candidates), "closure_rejected": closure_rejects}
+            "module_classes": len(found.candidates), "closure_rejected": closure_rejects,
+            "kernelbench_files": sum(1 for r, _ in kb_tasks if r["source"]["name"] == found.source.name)}
 
     # An item's key is its problem id and closure source, so the manifest (which items
     # exist) is not part of the fingerprint: a source added to the manifest, or a larger
@@ -340,6 +411,10 @@ def _run(sr: StageRun, manifest: Path | str, entries: list[dict], cache: Path, e
                 imported += 1
     todo = interleave([i for i, k in enumerate(keys) if pending(k)],
                       lambda i: tasks[i][0]["source"]["name"])
+    # the reader's own code is part of a file's key: an upgraded reader reads the files again
+    reader = hashlib.sha1((Path(__file__).parent / "kernelbench.py").read_bytes()).hexdigest()[:12]
+    kb_keys = [content_key(row["problem_id"], "kernelbench", reader, text) for row, text in kb_tasks]
+    kb_todo = [i for i, k in enumerate(kb_keys) if pending(k)]
     if export_pending is not None:
         n = write_tasks(export_pending, ((keys[i], tasks[i][1]) for i in todo))
         return {"stage": "mine", "exported": n, "pending_file": str(export_pending), "imported": imported}
@@ -351,6 +426,15 @@ def _run(sr: StageRun, manifest: Path | str, entries: list[dict], cache: Path, e
                                                    "detail": outcome.error}
         journal.add(keys[todo[j]], {**value, "synthesis": version})
     phases["synthesize"] = time.monotonic() - t
+    t = time.monotonic()
+    kb_budget = max(timeout_s, KERNELBENCH_TIMEOUT_S)
+    outcomes = sr.sandboxed(kernelbench_task, [((kb_tasks[i][1], 0.8 * kb_budget), {}) for i in kb_todo],
+                            timeout_s=kb_budget, mem_mb=mem_mb, guard=True)
+    for j, outcome in sr.progress(outcomes, len(kb_todo), "KernelBench-format files"):
+        value = outcome.value if outcome.ok else {"ok": False, "reason": outcome.status,
+                                                   "detail": outcome.error}
+        journal.add(kb_keys[kb_todo[j]], {**value, "synthesis": version})
+    phases["kernelbench_files"] = time.monotonic() - t
 
     t = time.monotonic()
     second = _second_tries(sr, scans, tasks, keys, journal, cache, timeout_s, mem_mb, version)
@@ -368,6 +452,17 @@ def _run(sr: StageRun, manifest: Path | str, entries: list[dict], cache: Path, e
                          "input_spec": dumps(v["input_spec"]), "output_shapes": dumps(v["output_shapes"]),
                          **input_columns(v["input_spec"]), "checked_torch": v.get("checked_torch"),
                          "synth_seconds": round(v["seconds"], 3)})
+    for (row, _), key in zip(kb_tasks, kb_keys):
+        v = journal.get(key)
+        if not v["ok"]:
+            rejects.add(row, v["reason"], v["detail"])
+            continue
+        kept.append({**row, "code": v["code"], "init_args": dumps(v["init_args"]),
+                     "input_spec": dumps(v["input_spec"]), "output_shapes": dumps(v["output_shapes"]),
+                     **input_columns(v["input_spec"]), "checked_torch": v.get("checked_torch"),
+                     "synth_seconds": round(v["seconds"], 3),
+                     "mined_input_spec": dumps(v["mined_input_spec"]),
+                     "mined_init_args": dumps(v["mined_init_args"]), "shape_source": "source"})
     unique_names(kept + rejects.rows)
     kept_df = pl.DataFrame(kept, infer_schema_length=None) if kept else pl.DataFrame()
     kept_df = kept_df.sort("problem_id") if kept else kept_df

@@ -380,11 +380,12 @@ def synthesize_task(closure_source: str, class_name: str, doc: str, budget_s: fl
 
 
 #: The files a synthesis outcome depends on besides its closure (which is part of the item's
-#: key): the synthesizer, its guesses and configuration globals, the loader and the sandbox.
+#: key): the synthesizer, its guesses and configuration globals, the loader, the sandbox and the
+#: reader of KernelBench-format files.
 _SYNTHESIS_FILES = ("mine/synthesize.py", "mine/construct.py", "mine/construct_source.py", "mine/inputs.py",
                     "mine/forward_analysis.py", "mine/repairs.py", "mine/checks.py", "mine/codegen.py",
                     "mine/errors.py", "mine/guess.py", "mine/configs.py", "problem.py", "sandbox.py", "conform.py",
-                    "measure/checks.py")
+                    "measure/checks.py", "mine/kernelbench.py")
 
 
 def synthesis_version() -> str:

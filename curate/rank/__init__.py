@@ -11,12 +11,23 @@ pass_at_k          float, unbiased pass@k (Chen et al. 2021; see .passk); for a 
 n_candidates       int, candidates verified
 n_correct          int, candidates the verifier accepted
 best_speedup       float, best eager / candidate time among correct candidates (null: none)
-difficulty         str, trivial / easy / medium / hard / unsolved, or unranked when no signal
-                   exists (see .difficulty)
-difficulty_score   float in [0, 1], higher is harder (null when unranked)
-difficulty_signal  str, what set the bucket: ``pass_rate`` (a solver), ``inductor+library``
-                   (``inductor``, ``library``: measure's GPU figures), ``static`` (the
-                   meta-device trace), ``none``
+difficulty         str, trivial / easy / medium / hard / unsolved (a solver's pass rate), or
+                   easy / medium / hard (the predicted pass rate, cut at its terciles over
+                   KernelBench's problems; see .predict)
+difficulty_score   float in [0, 1]: the estimated probability that a baseline model's kernel
+                   for the problem is wrong: ``1 - pass_rate`` of an LLM solver, else
+                   ``1 - predicted_pass_rate``
+difficulty_signal  str, what set it: ``pass_rate`` (an LLM solver), ``predicted`` (the
+                   predictor on the trace and the code), ``predicted_code`` (the code alone:
+                   the trace failed)
+predicted_pass_rate float, the predictor's pass rate for every row (:mod:`.predict`, fitted
+                   on public per-problem results of language models on KernelBench)
+speedup_headroom   float in [0, 1], how hard the problem is to speed up: compiler headroom,
+                   vendor-library share and kernel count (see .difficulty): a second axis,
+                   apart from whether a model writes a correct kernel (null: no trace and
+                   no GPU figures)
+headroom_signal    str, what set it: ``inductor+library`` (``inductor``, ``library``:
+                   measure's GPU figures), ``static`` (the meta-device trace), ``none``
 level              int, KernelBench level 1/2/3 from the traced ATen graph (null: the trace
                    failed; see :mod:`curate.structure`)
 category           str, operator category where the forward spends its time (matmul, conv,
@@ -26,11 +37,12 @@ solver             str, ``none``, ``inductor``, ``openai:<model>`` or ``completi
 rank_error         str, why a solver did not rank a problem (null when it did or none ran)
 =================  ========================================================================
 
-With ``solver="none"`` (the default) no candidate is generated: difficulty comes from what
-measure recorded on the GPU (TorchInductor's speedup, the vendor-library share of GPU time,
-the kernel count), or on a CPU-only run from the meta-device trace. An LLM solver's pass rate
-takes precedence wherever it ranked a row; the Inductor solver's only where no GPU figures
-exist (it passes nearly everything it compiles, which says little about difficulty).
+With ``solver="none"`` (the default) no candidate is generated: every row's difficulty comes
+from the predictor (:mod:`.predict`), its speed headroom from what measure recorded on the GPU
+(TorchInductor's speedup, the vendor-library share of GPU time, the kernel count), or on a
+CPU-only run from the meta-device trace. An LLM solver's pass rate takes precedence wherever it
+ranked a row; the Inductor solver's pass rate is recorded but sets no difficulty (it passes
+nearly everything it compiles, which says little about a model writing a kernel).
 
 Rows are rejected only for broken input: no code (``missing_code``), ``init_args`` or
 ``input_spec`` that are not JSON lists (``bad_input_spec``), or a reference that fails inside the

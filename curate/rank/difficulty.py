@@ -1,41 +1,41 @@
-"""Difficulty: a score in [0, 1] and a bucket for every problem, with the signal behind it.
+"""Speed headroom, and the buckets of a solver's pass rate.
 
-Signals, in order of precedence (the ``difficulty_signal`` column names the one used):
+What ``difficulty_score`` is, the estimated probability that a baseline model's kernel is
+wrong, comes from a solver's verified pass rate (:func:`difficulty` sets its bucket) or from
+the predictor (:mod:`curate.rank.predict`). This module also scores a second axis, the
+``speedup_headroom`` column: how hard the problem is to make faster than the compiler and the
+vendor libraries, which tracks the share of models whose kernels are correct *and faster*, not
+whether a kernel is correct at all (on KernelBench, Spearman 0.27-0.39 with the first and 0.40
+with the second for this score; ``docs/difficulty.md``).
 
-``pass_rate``
-    A solver's verified candidates (an LLM through ``openai``, a ``completions`` file; the
-    ``inductor`` solver only where no GPU figures exist, see below). Score ``1 - pass_rate``;
-    buckets by :func:`difficulty`: ``unsolved`` (no correct candidate), then ``easy`` (pass
-    rate >= 2/3), ``medium`` (>= 1/3), ``hard``; on a GPU a correct best candidate slower
-    than eager moves one bucket harder and an easy problem whose best candidate reaches the
-    reward's 3x cap is ``trivial``.
-``inductor+library`` (or ``inductor``, ``library`` when only one was measured)
-    What ``curate measure`` recorded on a GPU, no LLM needed (:func:`measured_score`):
+``pass_rate`` buckets (:func:`difficulty`): ``unsolved`` (no correct candidate), then ``easy``
+(pass rate >= 2/3), ``medium`` (>= 1/3), ``hard``; on a GPU a correct best candidate slower
+than eager moves one bucket harder and an easy problem whose best candidate reaches the
+reward's 3x cap is ``trivial``.
 
-    - compiler headroom ``h = clip((ln 3 - ln s) / (ln 3 - ln 0.5), 0, 1)`` from
-      ``inductor_speedup`` s = eager_ms / compile_ms: TorchInductor beating eager by 3x (the
-      reward's cap) shows fusion wins a hand-written kernel can also take (h = 0); a
-      compiler no faster than eager (s = 1: h = 0.61) or slower (s <= 0.5: h = 1) leaves
-      only wins the compiler did not find;
-    - ``library_share`` L: the share of the forward's GPU time in cuBLAS/cuDNN/CUTLASS
-      kernels, tuned by their vendors and the hardest to beat by hand;
-    - program size ``k = clip(log2(kernels) / log2(64), 0, 1)``: one eager kernel is one
-      operator to write, 64 or more a whole model;
+``speedup_headroom`` from what ``curate measure`` recorded on a GPU (:func:`measured_score`;
+``headroom_signal`` ``inductor+library``, or ``inductor``, ``library`` when only one was
+measured):
 
-    ``score = (0.40 h + 0.45 L + 0.15 k) / (sum of the weights of the signals present)``.
-    A lone GEMM (s ~ 1, L ~ 1, one kernel) scores 0.69, hard; conv + bias + ReLU (s ~ 1.3,
-    L ~ 0.8) about 0.6, medium; a ReLU (s ~ 1, L = 0) 0.25, easy; a chain Inductor speeds
-    up 3x without library kernels close to 0. ``eager_ms`` is not in the score: diversify
-    aimed every shape at the same runtime band, so it tells the shape, not the problem.
-``static``
-    Rows without GPU figures (a CPU-only run): the same formula on the meta-device trace
-    (:mod:`curate.structure`): L from the roofline share of matmul/conv/attention steps,
-    k from the traced kernel count, h unknown (left out, weights renormalised).
+- compiler headroom ``h = clip((ln 3 - ln s) / (ln 3 - ln 0.5), 0, 1)`` from
+  ``inductor_speedup`` s = eager_ms / compile_ms: TorchInductor beating eager by 3x (the
+  reward's cap) shows fusion wins a hand-written kernel can also take (h = 0); a
+  compiler no faster than eager (s = 1: h = 0.61) or slower (s <= 0.5: h = 1) leaves
+  only wins the compiler did not find;
+- ``library_share`` L: the share of the forward's GPU time in cuBLAS/cuDNN/CUTLASS
+  kernels, tuned by their vendors and the hardest to beat by hand;
+- program size ``k = clip(log2(kernels) / log2(64), 0, 1)``: one eager kernel is one
+  operator to write, 64 or more a whole model;
 
-Measured and static scores share the buckets: ``easy`` below :data:`MEDIUM_SCORE`,
-``medium`` below :data:`HARD_SCORE`, ``hard`` from there. A row with no solver result, no GPU
-figures and no trace keeps ``unranked`` (signal ``none``); on the GPU path measure always
-records the figures, so no row there is unranked.
+``score = (0.40 h + 0.45 L + 0.15 k) / (sum of the weights of the signals present)``.
+A lone GEMM (s ~ 1, L ~ 1, one kernel) scores 0.69; conv + bias + ReLU (s ~ 1.3, L ~ 0.8)
+about 0.6; a ReLU (s ~ 1, L = 0) 0.25; a chain Inductor speeds up 3x without library kernels
+close to 0. ``eager_ms`` is not in the score: diversify aimed every shape at the same runtime
+band, so it tells the shape, not the problem. Rows without GPU figures (a CPU-only run): the
+same formula on the meta-device trace (:func:`static_score`, ``headroom_signal`` ``static``):
+L from the roofline share of matmul/conv/attention steps, k from the traced kernel count, h
+unknown (left out, weights renormalised). :func:`bucket` cuts a headroom score at
+:data:`MEDIUM_SCORE` and :data:`HARD_SCORE`.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 ORDER = ("trivial", "easy", "medium", "hard", "unsolved", "unranked")
-#: Score thresholds of the measured and static buckets.
+#: Thresholds of :func:`bucket` on a headroom score.
 MEDIUM_SCORE = 0.40
 HARD_SCORE = 0.65
 #: Weights of compiler headroom, library share and program size.
@@ -139,7 +139,7 @@ def static_score(library_share: float, kernels: int) -> float:
 
 
 def bucket(score: float) -> str:
-    """``easy``, ``medium`` or ``hard`` for a measured or static score in [0, 1]."""
+    """``easy``, ``medium`` or ``hard`` for a measured or static headroom score in [0, 1]."""
     return "easy" if score < MEDIUM_SCORE else "medium" if score < HARD_SCORE else "hard"
 
 

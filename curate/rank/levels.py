@@ -22,8 +22,13 @@ from curate.structure import structure_task
 TRACE_MEM_MB = 4096
 
 
+#: Bumped when :func:`curate.structure.structure_task` records more: older cache entries lack it.
+STRUCTURE_VERSION = 2
+
+
 def _key(args: tuple) -> str:
-    return hashlib.sha256(json.dumps(args, sort_keys=True, default=str).encode()).hexdigest()
+    blob = json.dumps([STRUCTURE_VERSION, *args], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode()).hexdigest()
 
 
 def _task_args(row: dict[str, Any]) -> tuple:

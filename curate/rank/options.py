@@ -12,10 +12,12 @@ from curate.harness.options import executor_option, ray_address_option
 @dataclass
 class RankOptions:
     solver: str = field(default="none", metadata={
-        "help": "'none' (difficulty from measured figures), 'inductor', 'openai' or 'completions'."})
+        "help": "'none' (difficulty predicted from the problem's structure and code), 'inductor', "
+                "'openai' or 'completions' (a solver's verified pass rate sets the difficulty)."})
     k: int = field(default=1, metadata={"help": "Candidates per problem."})
     completions: Optional[Path] = field(default=None, metadata={
-        "help": "JSONL of {problem_id, completion} (solver=completions)."})
+        "help": "JSONL of {problem_id, completion} (solver=completions); KernelBench rows also by "
+                "{level, problem_name | problem_id, code}."})
     base_url: Optional[str] = field(default=None, metadata={"help": "OpenAI-compatible endpoint (solver=openai)."})
     model: Optional[str] = field(default=None, metadata={"help": "Model name at the endpoint (solver=openai)."})
     api_key_env: str = field(default="OPENAI_API_KEY", metadata={"help": "Environment variable holding the key."})
@@ -24,7 +26,7 @@ class RankOptions:
     cache_dir: Optional[Path] = field(default=None, metadata={
         "help": "On-disk completion cache (default OUT/rank/cache)."})
     max_problems: Optional[int] = field(default=None, metadata={
-        "help": "Rank only this many problems; the rest keep the difficulty measure's figures give."})
+        "help": "Rank only this many problems with the solver; the rest keep the predicted difficulty."})
     timeout_s: float = field(default=300.0, metadata={"help": "Seconds allowed to verify one candidate."})
     device: str = field(default="auto", metadata={
         "help": "Verifier device: 'cuda', 'cuda:N', 'cpu' or 'auto' (cuda when present)."})

@@ -17,7 +17,7 @@ candidate programs (Python source defining ``ModelNew``):
   ``{"problem_id", "completion"}`` lines (several per problem allowed).
 
 A solver raises :class:`SolverError` for a problem it could not produce candidates for; the
-stage then keeps the problem as ``unranked`` with the error.
+stage then keeps the problem with its predicted difficulty and the error in ``rank_error``.
 """
 
 from __future__ import annotations
@@ -90,15 +90,23 @@ class InductorSolver:
 
 
 class CompletionsSolver:
-    """Candidates read from a JSONL file of ``{"problem_id", "completion"}`` lines.
+    """Candidates read from a JSONL file of completions, several per problem allowed.
+
+    A line holds the candidate in ``completion`` (a whole model reply: the program is
+    extracted as the reward does) or ``code`` (the program), and names its problem by one of:
+
+    - ``problem_id``: the row's ``problem_id`` (or its ``name``);
+    - ``level`` with ``problem_id`` (KernelBench's number) or ``problem_name`` (its file name
+      without ``.py``): a row made from a KernelBench-format file (:mod:`curate.mine.kernelbench`)
+      whose path is ``level<L>/<problem_name>.py``, so published completions for KernelBench's
+      problems (``tests/data/model_kernels/kernels.jsonl``) rank them as they are.
 
     Every line for a problem is one candidate (``k`` only sets the pass@k estimate).
-    ``completion`` may be a whole model reply: the program is extracted as the reward does.
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: a line is not JSON or lacks ``problem_id``/``completion`` (the message
-            names the line).
+        ValueError: a line is not JSON or lacks a candidate or a problem (the message names
+            the line).
     """
 
     deterministic = False
@@ -108,6 +116,7 @@ class CompletionsSolver:
         path = Path(path)
         self.name = f"completions:{path.name}"
         self.by_problem: dict[str, list[str]] = defaultdict(list)
+        self.by_kernelbench: dict[tuple[int, str], list[str]] = defaultdict(list)
         with path.open() as f:
             for lineno, line in enumerate(f, 1):
                 if not line.strip():
@@ -116,13 +125,36 @@ class CompletionsSolver:
                     rec = json.loads(line)
                 except json.JSONDecodeError as exc:
                     raise ValueError(f"{path}:{lineno}: not JSON ({exc})") from None
-                if not isinstance(rec, dict) or not isinstance(rec.get("completion"), str) \
-                        or rec.get("problem_id") is None:
-                    raise ValueError(f"{path}:{lineno}: need string fields problem_id and completion")
-                self.by_problem[str(rec["problem_id"])].append(rec["completion"])
+                text = rec.get("completion", rec.get("code")) if isinstance(rec, dict) else None
+                if not isinstance(text, str) or (rec.get("problem_id") is None and rec.get("problem_name") is None):
+                    raise ValueError(f"{path}:{lineno}: need string fields problem_id (or level with "
+                                     "problem_name) and completion (or code)")
+                level = rec.get("level")
+                if level is not None and str(level).isdigit():
+                    if rec.get("problem_name"):
+                        self.by_kernelbench[(int(level), str(rec["problem_name"]))].append(text)
+                    elif str(rec.get("problem_id")).isdigit():
+                        self.by_kernelbench[(int(level), f"#{int(rec['problem_id'])}")].append(text)
+                    else:
+                        raise ValueError(f"{path}:{lineno}: a KernelBench line needs problem_name or a "
+                                         "numeric problem_id")
+                else:
+                    self.by_problem[str(rec["problem_id"])].append(text)
+
+    def _kernelbench(self, problem: dict[str, Any]) -> list[str]:
+        src = problem.get("source") or {}
+        path = str(src.get("path") or "") if isinstance(src, dict) else ""
+        parts = path.removesuffix(".py").split("/")
+        if len(parts) < 2 or not parts[-2].startswith("level") or not parts[-2][5:].isdigit():
+            return []
+        level, stem = int(parts[-2][5:]), parts[-1]
+        number = stem.split("_")[0]
+        by_number = self.by_kernelbench.get((level, f"#{int(number)}"), []) if number.isdigit() else []
+        return self.by_kernelbench.get((level, stem), []) + by_number
 
     def candidates(self, problem: dict[str, Any], k: int) -> list[str]:
-        found = self.by_problem.get(str(problem["problem_id"]))
+        found = (self.by_problem.get(str(problem["problem_id"])) or self.by_problem.get(str(problem.get("name")))
+                 or self._kernelbench(problem))
         if not found:
             raise SolverError("no completions for this problem")
         return [extract_code(c) for c in found]

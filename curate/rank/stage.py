@@ -12,8 +12,9 @@ from typing import Any
 import polars as pl
 
 from curate.cpus import cpu_count
-from curate.rank.difficulty import DifficultyRule, bucket, difficulty, measured_score, static_score
+from curate.rank.difficulty import DifficultyRule, difficulty, measured_score, static_score
 from curate.rank.difficulty import on_gpu as row_on_gpu
+from curate.rank import predict
 from curate.rank.levels import structures
 from curate.rank.passk import pass_at_k
 from curate.rank.solvers import Solver, SolverError, make_solver
@@ -27,7 +28,8 @@ __all__ = ["run", "default_source"]
 RANK_COLUMNS = {
     "pass_rate": pl.Float64, "pass_at_k": pl.Float64, "n_candidates": pl.Int64,
     "n_correct": pl.Int64, "best_speedup": pl.Float64, "difficulty": pl.String,
-    "difficulty_score": pl.Float64, "difficulty_signal": pl.String, "level": pl.Int64,
+    "difficulty_score": pl.Float64, "difficulty_signal": pl.String, "predicted_pass_rate": pl.Float64,
+    "speedup_headroom": pl.Float64, "headroom_signal": pl.String, "level": pl.Int64,
     "category": pl.String, "solver": pl.String, "rank_error": pl.String,
 }
 
@@ -85,14 +87,14 @@ def run(sr: StageRun, solver: str, k: int, completions: Path | str | None, base_
     Options (:class:`curate.rank.options.RankOptions`):
         out: run folder; writes ``out/rank``.
         source: stage folder or parquet to read instead of :func:`default_source`.
-        solver: ``"none"`` (difficulty from measured figures only), ``"inductor"``,
+        solver: ``"none"`` (the predicted difficulty, :mod:`.predict`), ``"inductor"``,
             ``"openai"`` or ``"completions"`` (see :mod:`.solvers`).
         k: samples per problem (openai) and the k of pass@k.
         completions: JSONL of ``{problem_id, completion}`` (solver=completions).
         base_url, model, api_key_env, temperature, concurrency: solver=openai settings.
         cache_dir: completion and verification cache (default ``out/rank/cache``).
         max_problems: rank only the first this many valid problems (table order); the rest
-            are kept as ``unranked``.
+            keep the predicted difficulty (``rank_error`` says why the solver did not rank them).
         timeout_s: seconds allowed to verify one candidate (and to trace one problem's
             structure, at most 120).
         device: verifier device (``"auto"``: CUDA when present).
@@ -232,6 +234,8 @@ def _rank(sr: StageRun, df: pl.DataFrame, the_solver: Solver | None, valid: list
         "candidates_verified": len(jobs), "verifications_cached": cached,
         "difficulty": dict(counts.most_common()),
         "difficulty_signal": dict(Counter(r["difficulty_signal"] for r in kept_rows).most_common()),
+        "headroom_signal": dict(Counter(r["headroom_signal"] for r in kept_rows).most_common()),
+        "predicted_pass_rate_mean": _mean([r["predicted_pass_rate"] for r in kept_rows]),
         "level": {str(lv): n for lv, n in sorted(Counter(r["level"] for r in kept_rows).items(), key=str)},
         "category": dict(Counter(r["category"] for r in kept_rows).most_common()),
         "structure_errors": sum(1 for r in kept_rows if r["level"] is None), "verify_reasons": dict(reasons.most_common(20))}
@@ -252,22 +256,34 @@ def _aggregate(results: list[VerifyResult], k: int, deterministic: bool, on_gpu:
 
 
 def _signal(row: dict[str, Any], cols: dict[str, Any], st: dict[str, Any], llm: bool) -> dict[str, Any]:
-    """``difficulty``, ``difficulty_score`` and ``difficulty_signal`` by the precedence of
-    :mod:`.difficulty`: an LLM solver's pass rate, measure's GPU figures, the Inductor
-    solver's pass rate (no GPU figures), the static trace, else ``none``."""
-    gpu = row_on_gpu(row)
-    ranked = cols.get("pass_rate") is not None
-    if ranked and (llm or not gpu):
-        return {"difficulty_score": 1.0 - cols["pass_rate"], "difficulty_signal": "pass_rate"}
+    """The difficulty columns (see :mod:`curate.rank`): ``difficulty_score``, the estimated
+    probability that a baseline model's kernel is wrong, is ``1 - pass_rate`` where an LLM
+    solver ranked the row, else ``1 -`` the predictor's pass rate (:mod:`.predict`: from the
+    trace and the code, or the code alone where the trace failed), so no row is unranked;
+    ``speedup_headroom``, how hard the compiler and the vendor libraries are to beat, comes
+    from measure's GPU figures or the static trace (:mod:`.difficulty`)."""
+    out: dict[str, Any] = {}
+    predicted, how = predict.predict(row.get("code") or "", st)
+    out["predicted_pass_rate"] = predicted
+    if cols.get("pass_rate") is not None and llm:
+        out.update(difficulty_score=1.0 - cols["pass_rate"], difficulty_signal="pass_rate")
+    else:
+        out.update(difficulty=predict.bucket(predicted, how), difficulty_score=1.0 - predicted,
+                   difficulty_signal=how)
     measured = measured_score(row.get("inductor_speedup"), row.get("library_share"),
-                              row.get("kernels")) if gpu else None
+                              row.get("kernels")) if row_on_gpu(row) else None
     if measured is not None:
-        return {"difficulty": bucket(measured[0]), "difficulty_score": measured[0],
-                "difficulty_signal": measured[1]}
-    if st.get("ok"):
-        score = static_score(st["library_share"], st["kernels"])
-        return {"difficulty": bucket(score), "difficulty_score": score, "difficulty_signal": "static"}
-    return {"difficulty": "unranked", "difficulty_score": None, "difficulty_signal": "none"}
+        out.update(speedup_headroom=measured[0], headroom_signal=measured[1])
+    elif st.get("ok"):
+        out.update(speedup_headroom=static_score(st["library_share"], st["kernels"]), headroom_signal="static")
+    else:
+        out.update(speedup_headroom=None, headroom_signal="none")
+    return out
+
+
+def _mean(xs: list[Any]) -> float | None:
+    vals = [float(x) for x in xs if x is not None]
+    return sum(vals) / len(vals) if vals else None
 
 
 def _reason_class(reason: str) -> str:

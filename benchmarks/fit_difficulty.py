@@ -1,0 +1,364 @@
+"""Fit the difficulty predictor (:mod:`curate.rank.predict`) on public per-problem results of
+language models on KernelBench, report its cross-validated figures and write its parameters.
+
+    pip install scikit-learn            # the fit only; rank evaluates the JSON with numpy
+    python benchmarks/fit_difficulty.py features   # trace + code features of KernelBench's 250 (minutes)
+    python benchmarks/fit_difficulty.py fit        # cross-validate, fit, write the model JSON
+
+Data: ``curate/data/passrates/results.csv`` (its ``PROVENANCE.md`` names the sources: per
+source, model and problem, samples and correct ones, as the publishers judged them). Rows whose
+verdict the evaluation machine caused (``n_env_failure``) are dropped. ``--sources`` picks the
+sources (default: the two independent ones, ``technoabsurdist_kb`` and ``yenhao_kb``; the
+third, ``pango0_agentic``, is one 7B model with 11 prompting methods on 30 problems).
+
+Model: logistic regression (scikit-learn, L2) of "this model's kernel for this problem is
+correct" on the problem's features (:func:`curate.rank.features.features`, standardized) plus
+one indicator per model (models differ in skill; the problem's difficulty is what is left).
+The predicted pass rate of a problem is that of the average model (the mean of the model
+terms). ``C`` is chosen by cross-validation grouped by problem.
+
+Figures (written to ``benchmarks/results/difficulty-fit.json`` and printed): Spearman of the
+predicted difficulty (1 - predicted pass rate) with 1 - the pooled pass rate of the held-out
+problems (5-fold cross-validation grouped by problem, repeated over 10 shuffles; each problem
+predicted once per repeat), beside the reference's line count and the structural score this
+project used before (:func:`curate.rank.difficulty.static_score`); mean pass rates per bucket
+(easy / medium / hard cut at the quartiles of the predicted pass rate: the highest quarter
+easy, the lowest hard); 95% bootstrap
+intervals over problems. A second, code-only model (no trace features) stands in where a
+problem's trace fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import random
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from curate.data import KERNELBENCH_DIR, kernelbench_problems  # noqa: E402
+from curate.rank import features as F  # noqa: E402
+
+RESULTS = KERNELBENCH_DIR.parent / "passrates" / "results.csv"
+FEATURES = ROOT / "benchmarks" / "results" / "difficulty-features.json"
+REPORT = ROOT / "benchmarks" / "results" / "difficulty-fit.json"
+MODEL = ROOT / "curate" / "rank" / "difficulty_model.json"
+DEFAULT_SOURCES = ("technoabsurdist_kb", "yenhao_kb")
+CS = (0.003, 0.01, 0.03, 0.1, 0.3, 1.0)
+#: The model indicators' value: their coefficients are penalized 1/MODEL_SCALE**2 as much as a
+#: feature's, so the penalty shrinks the features, not the models' differences in skill.
+MODEL_SCALE = 10.0
+#: Quantiles of the predicted pass rate over KernelBench's problems at which the buckets are
+#: cut: ``hard`` the lowest quarter, ``easy`` the highest (terciles gave easy/hard pass rates of
+#: only about 1.7x in cross-validation).
+BUCKET_QUANTILES = (0.25, 0.75)
+
+
+def key(level: int, pid: int) -> str:
+    return f"{level}/{pid}"
+
+
+# ---- features of KernelBench's problems, as the rank stage sees them after mine ----
+
+def build_features(out: Path) -> None:
+    """Each KernelBench problem through :func:`curate.mine.kernelbench.kernelbench_task` (its
+    row as ``curate mine`` writes it), traced as ``curate rank`` traces it; a file mine
+    rejects is traced from its own ``get_inputs`` (meta device)."""
+    from curate.mine.kernelbench import kernelbench_task
+    from curate.structure import structure_task
+
+    rows = kernelbench_problems()
+    got: dict[str, dict] = {}
+    t0 = time.monotonic()
+    for k, r in enumerate(rows):
+        res = kernelbench_task(r["code"], 60.0)
+        if res["ok"]:
+            st = structure_task(res["code"], res["init_args"], res["input_spec"],
+                                res["mined_input_spec"], res["mined_init_args"])
+            code = res["code"]
+        else:
+            st = structure_task(r["code"])
+            code = r["code"]
+        got[key(r["level"], r["problem_id"])] = {
+            "name": r["name"], "mine": "ok" if res["ok"] else res["reason"],
+            "trace": st.get("traced_on") if st.get("ok") else st.get("error"),
+            "static": {"library_share": st.get("library_share"), "kernels": st.get("kernels")},
+            "loc": len([x for x in F.module_source(code).splitlines()
+                        if x.strip() and not x.strip().startswith("#")]),
+            "features": F.features(code, st), "code_features": F.features(code, None)}
+        if k % 25 == 24:
+            print(f"{k + 1}/{len(rows)} problems, {time.monotonic() - t0:.0f} s", flush=True)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(got, indent=1, sort_keys=True))
+    print(f"wrote {out} ({len(got)} problems, {time.monotonic() - t0:.0f} s)")
+
+
+# ---- the data ----
+
+def load_results(sources: tuple[str, ...]) -> list[dict]:
+    """``results.csv`` rows of ``sources`` without env failures: ``{"key", "model", "n", "c"}``."""
+    out = []
+    with RESULTS.open() as f:
+        for r in csv.DictReader(f):
+            if r["source"] not in sources or int(r["n_env_failure"] or 0):
+                continue
+            n = int(r["n_samples"])
+            if n <= 0:
+                continue
+            out.append({"key": key(int(r["level"]), int(r["problem_id"])),
+                        "model": f"{r['source']}:{r['model']}", "n": n, "c": int(r["n_correct"])})
+    return out
+
+
+def pooled(rows: list[dict]) -> dict[str, float]:
+    """Pooled pass rate per problem: correct over samples across all models."""
+    c: dict[str, int] = defaultdict(int)
+    n: dict[str, int] = defaultdict(int)
+    for r in rows:
+        c[r["key"]] += r["c"]
+        n[r["key"]] += r["n"]
+    return {k: c[k] / n[k] for k in n}
+
+
+def spearman(a, b) -> float:
+    from scipy.stats import spearmanr
+
+    return float(spearmanr(a, b).statistic)
+
+
+# ---- the fit ----
+
+class Fit:
+    """Standardized features + model indicators -> logistic regression (sklearn)."""
+
+    def __init__(self, names: list[str], models: list[str], C: float):
+        self.names, self.models, self.C = names, models, C
+
+    def design(self, X: np.ndarray, model_idx: np.ndarray | None) -> np.ndarray:
+        Z = (X - self.mean) / self.scale
+        M = np.zeros((len(X), len(self.models)))
+        if model_idx is None:
+            M[:] = MODEL_SCALE / len(self.models)  # the average model
+        else:
+            M[np.arange(len(X)), model_idx] = MODEL_SCALE
+        return np.hstack([Z, M])
+
+    def fit(self, X: np.ndarray, model_idx: np.ndarray, y: np.ndarray, w: np.ndarray) -> "Fit":
+        from sklearn.linear_model import LogisticRegression
+
+        self.mean = X.mean(0)
+        self.scale = X.std(0)
+        self.scale[self.scale < 1e-9] = 1.0
+        # the model terms carry the intercept (one per model); features are penalized
+        self.lr = LogisticRegression(C=self.C, fit_intercept=False, max_iter=5000)
+        self.lr.fit(self.design(X, model_idx), y, sample_weight=w)
+        return self
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """Pass probability of the average model for each problem row of ``X``."""
+        return self.lr.predict_proba(self.design(X, None))[:, 1]
+
+    def params(self) -> dict:
+        coef = self.lr.coef_[0]
+        k = len(self.names)
+        model_terms = coef[k:] * MODEL_SCALE
+        return {"features": self.names, "mean": self.mean.tolist(), "scale": self.scale.tolist(),
+                "weights": coef[:k].tolist(), "intercept": float(model_terms.mean()),
+                "model_terms": dict(zip(self.models, model_terms.tolist())), "C": self.C}
+
+
+def expand(rows: list[dict], feats: dict[str, dict], names: list[str], models: list[str], field: str):
+    """Per (problem, model) row two weighted samples: correct (weight c) and not (n - c)."""
+    X, mi, y, w, keys = [], [], [], [], []
+    for r in rows:
+        f = feats[r["key"]][field]
+        x = [f[nm] for nm in names]
+        for label, weight in ((1, r["c"]), (0, r["n"] - r["c"])):
+            if weight:
+                X.append(x)
+                mi.append(models.index(r["model"]))
+                y.append(label)
+                w.append(weight)
+                keys.append(r["key"])
+    return np.array(X, float), np.array(mi), np.array(y), np.array(w, float), keys
+
+
+def problem_matrix(keys: list[str], feats: dict[str, dict], names: list[str], field: str) -> np.ndarray:
+    return np.array([[feats[k][field][nm] for nm in names] for k in keys], float)
+
+
+def buckets(pred_pass: np.ndarray, cuts: tuple[float, float]) -> np.ndarray:
+    """0 easy (predicted pass >= upper cut), 1 medium, 2 hard (below the lower cut)."""
+    return np.where(pred_pass >= cuts[1], 0, np.where(pred_pass >= cuts[0], 1, 2))
+
+
+def cross_validate(rows, feats, names, models, field, C, repeats=10, folds=5, seed=0):
+    """Out-of-fold predicted pass rates per problem, per repeat: ``[{key: p}]``."""
+    keys = sorted({r["key"] for r in rows})
+    out = []
+    for rep in range(repeats):
+        order = keys[:]
+        random.Random(seed + rep).shuffle(order)
+        fold_of = {k: i % folds for i, k in enumerate(order)}
+        pred: dict[str, float] = {}
+        for fold in range(folds):
+            train = [r for r in rows if fold_of[r["key"]] != fold]
+            test = [k for k in keys if fold_of[k] == fold]
+            X, mi, y, w, _ = expand(train, feats, names, models, field)
+            fit = Fit(names, models, C).fit(X, mi, y, w)
+            pred.update(zip(test, fit.predict(problem_matrix(test, feats, names, field))))
+        out.append(pred)
+    return out
+
+
+def figures(preds: list[dict[str, float]], truth: dict[str, float], feats, cuts_from="fold") -> dict:
+    """Spearman with 1 - pooled pass rate and bucket means over repeats (mean and range)."""
+    keys = sorted(truth)
+    rhos, ratios, means = [], [], []
+    for pred in preds:
+        p = np.array([pred[k] for k in keys])
+        t = np.array([truth[k] for k in keys])
+        rhos.append(spearman(1 - p, 1 - t))
+        cuts = tuple(np.quantile(p, BUCKET_QUANTILES))
+        b = buckets(p, cuts)
+        m = [float(t[b == i].mean()) for i in range(3)]
+        means.append(m)
+        ratios.append(m[0] / m[2] if m[2] > 0 else math.inf)
+    return {"spearman": float(np.mean(rhos)), "spearman_range": [float(min(rhos)), float(max(rhos))],
+            "bucket_pass_rate": [float(np.mean([m[i] for m in means])) for i in range(3)],
+            "easy_over_hard": float(np.mean(ratios))}
+
+
+def bootstrap_ci(x: np.ndarray, t: np.ndarray, n: int = 2000, seed: int = 0) -> list[float]:
+    rng = np.random.default_rng(seed)
+    vals = []
+    for _ in range(n):
+        idx = rng.integers(0, len(x), len(x))
+        vals.append(spearman(x[idx], t[idx]))
+    return [float(np.quantile(vals, 0.025)), float(np.quantile(vals, 0.975))]
+
+
+def fit_main(args) -> None:
+    from curate.rank.difficulty import static_score
+
+    feats = json.loads(FEATURES.read_text())
+    for v in feats.values():  # features derived from others (F.interactions) need no new trace
+        v["features"] = F.interactions(v["features"])
+    sources = tuple(args.sources.split(","))
+    rows = [r for r in load_results(sources) if r["key"] in feats]
+    truth = pooled(load_results(DEFAULT_SOURCES))
+    truth = {k: v for k, v in truth.items() if k in feats}
+    models = sorted({r["model"] for r in rows})
+    names = sorted(next(iter(feats.values()))["features"])
+    code_names = sorted(F.code_features(""))
+    keys = sorted(truth)
+    t = np.array([truth[k] for k in keys])
+    print(f"{len(rows)} (problem, model) results, {len(models)} models, {len(keys)} problems; "
+          f"sources {', '.join(sources)}")
+    report: dict = {"sources": list(sources), "models": models, "problems": len(keys),
+                    "results": len(rows), "samples": int(sum(r["n"] for r in rows)),
+                    "truth": "pooled pass rate over " + ", ".join(DEFAULT_SOURCES)}
+    loc = np.array([feats[k]["loc"] for k in keys], float)
+    stat = np.array([static_score(feats[k]["static"]["library_share"] or 0.0, feats[k]["static"]["kernels"] or 1)
+                     if feats[k]["static"]["kernels"] is not None else np.nan for k in keys])
+    ok = ~np.isnan(stat)
+    report["baselines"] = {
+        "line_count": {"spearman": spearman(loc, 1 - t), "ci95": bootstrap_ci(loc, 1 - t)},
+        "static_score": {"spearman": spearman(stat[ok], 1 - t[ok]), "ci95": bootstrap_ci(stat[ok], 1 - t[ok]),
+                         "problems": int(ok.sum())}}
+    for label, field, nm in (("full", "features", names), ("code_only", "code_features", code_names)):
+        scores = {}
+        for C in CS:
+            preds = cross_validate(rows, feats, nm, models, field, C, repeats=3)
+            scores[C] = figures(preds, truth, feats)["spearman"]
+            print(f"  {label} C={C}: cross-validated Spearman {scores[C]:.3f}")
+        best_c = max(scores, key=scores.get)
+        preds = cross_validate(rows, feats, nm, models, field, best_c, repeats=10)
+        fig = figures(preds, truth, feats)
+        mean_pred = np.mean([[p[k] for k in keys] for p in preds], axis=0)
+        fig["ci95"] = bootstrap_ci(1 - mean_pred, 1 - t)
+        fig["C"] = best_c
+        fig["by_C"] = scores
+        report[label] = fig
+        X, mi, y, w, _ = expand(rows, feats, nm, models, field)
+        fit = Fit(nm, models, best_c).fit(X, mi, y, w)
+        p_all = fit.predict(problem_matrix(keys, feats, nm, field))
+        cuts = [float(c) for c in np.quantile(p_all, BUCKET_QUANTILES)]
+        params = fit.params()
+        params["bucket_cuts"] = cuts
+        b = buckets(p_all, tuple(cuts))
+        params["training_bucket_pass_rate"] = [float(t[b == i].mean()) for i in range(3)]
+        report[label]["params"] = params
+        print(f"{label}: C={best_c} cross-validated Spearman {fig['spearman']:.3f} "
+              f"(range {fig['spearman_range'][0]:.3f}-{fig['spearman_range'][1]:.3f}, 95% CI {fig['ci95'][0]:.3f}-"
+              f"{fig['ci95'][1]:.3f}); bucket pass rates easy/medium/hard "
+              + "/".join(f"{v:.3f}" for v in fig["bucket_pass_rate"]) + f", easy/hard {fig['easy_over_hard']:.2f}x")
+    # across sources: fitted on one publisher's models, checked on the other's (different
+    # people, models, GPUs and tolerances: the closest this data comes to a held-out check)
+    report["across_sources"] = {}
+    for train_src, test_src in ((DEFAULT_SOURCES[0], DEFAULT_SOURCES[1]), (DEFAULT_SOURCES[1], DEFAULT_SOURCES[0])):
+        tr = [r for r in load_results((train_src,)) if r["key"] in feats]
+        te = {k: v for k, v in pooled(load_results((test_src,))).items() if k in feats}
+        ms = sorted({r["model"] for r in tr})
+        X, mi, y, w, _ = expand(tr, feats, names, ms, "features")
+        fit = Fit(names, ms, report["full"]["C"]).fit(X, mi, y, w)
+        tk = sorted(te)
+        p = fit.predict(problem_matrix(tk, feats, names, "features"))
+        tt = np.array([te[k] for k in tk])
+        lc = np.array([feats[k]["loc"] for k in tk], float)
+        cuts = tuple(np.quantile(p, BUCKET_QUANTILES))
+        b = buckets(p, cuts)
+        report["across_sources"][f"{train_src}->{test_src}"] = {
+            "problems": len(tk), "spearman": spearman(1 - p, 1 - tt), "line_count": spearman(lc, 1 - tt),
+            "bucket_pass_rate": [float(tt[b == i].mean()) for i in range(3)]}
+        x = report["across_sources"][f"{train_src}->{test_src}"]
+        print(f"fit on {train_src}, checked on {test_src} ({len(tk)} problems): Spearman {x['spearman']:.3f}, "
+              f"line count {x['line_count']:.3f}; easy/medium/hard pass rates "
+              + "/".join(f"{v:.3f}" for v in x["bucket_pass_rate"]))
+    print(f"line count: Spearman {report['baselines']['line_count']['spearman']:.3f} "
+          f"(95% CI {report['baselines']['line_count']['ci95'][0]:.3f}-{report['baselines']['line_count']['ci95'][1]:.3f}); "
+          f"static score: {report['baselines']['static_score']['spearman']:.3f}")
+    top = sorted(zip(report["full"]["params"]["features"], report["full"]["params"]["weights"]),
+                 key=lambda kv: -abs(kv[1]))[:12]
+    print("largest weights (per standard deviation, + = more often correct):",
+          ", ".join(f"{n} {w:+.2f}" for n, w in top))
+    REPORT.parent.mkdir(parents=True, exist_ok=True)
+    REPORT.write_text(json.dumps(report, indent=1))
+    model = {"about": "curate's difficulty predictor: logistic regression of a language model's kernel being "
+                      "correct on a KernelBench problem, fitted by benchmarks/fit_difficulty.py on "
+                      "curate/data/passrates/results.csv (see its PROVENANCE.md); docs/difficulty.md",
+             "sources": list(sources), "truth": report["truth"],
+             "full": report["full"]["params"], "code_only": report["code_only"]["params"],
+             "cross_validated": {k: {x: report[k][x] for x in ("spearman", "ci95", "bucket_pass_rate", "easy_over_hard")}
+                                 for k in ("full", "code_only")},
+             "baselines": {k: v["spearman"] for k, v in report["baselines"].items()},
+             "across_sources": {k: {x: v[x] for x in ("spearman", "line_count")} for k, v in report["across_sources"].items()}}
+    if not args.dry_run:
+        MODEL.write_text(json.dumps(model, indent=1) + "\n")
+        print(f"wrote {MODEL} and {REPORT}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("what", choices=("features", "fit"))
+    ap.add_argument("--sources", default=",".join(DEFAULT_SOURCES),
+                    help="comma-separated sources of results.csv to fit on")
+    ap.add_argument("--dry-run", action="store_true", help="report only; leave the model JSON as it is")
+    args = ap.parse_args()
+    if args.what == "features":
+        build_features(FEATURES)
+    else:
+        fit_main(args)
+
+
+if __name__ == "__main__":
+    main()

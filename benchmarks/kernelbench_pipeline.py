@@ -1,0 +1,251 @@
+"""KernelBench's 250 problems through ``curate mine`` (as a ``kernelbench`` source), ``measure``
+and ``rank``, and the difficulty columns checked against published per-problem pass rates.
+
+    python benchmarks/kernelbench_pipeline.py run --out runs/kb [--device cpu|cuda] [--limit N]
+    python benchmarks/kernelbench_pipeline.py score --out runs/kb [--results FILE.csv]
+    python benchmarks/kernelbench_pipeline.py completions --out runs/kb [--backends triton,cuda]
+
+``run`` writes KernelBench's files (the copy in ``curate/data/kernelbench``, or ``--problems
+FILE.jsonl`` of the same fields, e.g. the sizes of another KernelBench version) into
+``OUT/problems/level<L>/<name>.py``, mines them, measures them (on the GPU with TorchInductor
+when ``--device cuda``; on the CPU at each file's CPU shape) and ranks them.
+
+``score`` reads ``OUT/rank`` and a results file in the format of
+``curate/data/passrates/results.csv`` (``level``, ``problem_id``, ``n_samples``,
+``n_correct``; rows with ``n_env_failure`` dropped; ``--sources`` keeps some sources only),
+and prints and writes to ``OUT/difficulty-check.json``: rows kept and unranked, rows with
+each column, Spearman of ``difficulty_score`` and of ``speedup_headroom`` with 1 - the pooled
+pass rate (and of the reference's line count), and the mean pass rate per bucket. The
+default results file is the predictor's own training data: a fit check, not a held-out one.
+
+``completions`` verifies published model-written kernels (``tests/data/model_kernels``) with
+``curate rank --solver completions`` on the mined (or measured) rows, into ``OUT/completions``,
+and writes ``OUT/completions-check.json``: per problem, curate's pass rate beside the
+publishers' verdicts on the same kernels. On the CPU only Triton kernels can run (the
+interpreter); CUDA ones need the GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+DEFAULT_RESULTS = ROOT / "curate" / "data" / "passrates" / "results.csv"
+
+
+def write_problems(out: Path, problems: Path | None, limit: int | None) -> Path:
+    from curate.data import kernelbench_problems
+
+    rows = kernelbench_problems() if problems is None else [
+        json.loads(x) for x in problems.read_text().splitlines() if x.strip()]
+    folder = out / "problems"
+    for r in rows[:limit]:
+        path = folder / f"level{r['level']}" / f"{r['name']}.py"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(r["code"])
+    manifest = out / "kernelbench.yaml"
+    manifest.write_text(f"sources:\n  - {{kind: kernelbench, name: kernelbench, path: {folder.resolve()}}}\n")
+    return manifest
+
+
+def run(args) -> None:
+    from curate.measure import run as measure
+    from curate.mine import run as mine
+    from curate.rank import run as rank
+
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    manifest = write_problems(out, Path(args.problems) if args.problems else None, args.limit)
+    seconds = {}
+    t = time.monotonic()
+    st = mine(manifest=manifest, out=out, workers=args.workers, timeout_s=60)
+    seconds["mine"] = time.monotonic() - t
+    print(f"mine: {st['kept']} kept, {st['rejected']} rejected {st.get('rejected_by_reason')}", flush=True)
+    if args.mine_only:
+        return
+    if args.skip_measure:  # rank reads mine's table: the difficulty needs no timing
+        import shutil
+
+        shutil.rmtree(out / "measure", ignore_errors=True)
+    t = time.monotonic()
+    kw = {"device": args.device}
+    if args.device == "cpu":
+        kw.update(trials=5, warmup=1, timeout_s=300)
+    if not args.skip_measure:
+        st = measure(out=out, **kw)
+        seconds["measure"] = time.monotonic() - t
+        print(f"measure: {st['kept']} kept, {st['rejected']} rejected {st.get('rejected_by_reason')}", flush=True)
+    t = time.monotonic()
+    st = rank(out=out, device=args.device, workers=args.workers)
+    seconds["rank"] = time.monotonic() - t
+    print(f"rank: {st['kept']} kept; difficulty {st['difficulty']}; signals {st['difficulty_signal']}, "
+          f"headroom {st['headroom_signal']}", flush=True)
+    (out / "pipeline-seconds.json").write_text(json.dumps(seconds, indent=1))
+    print("seconds:", {k: round(v, 1) for k, v in seconds.items()})
+
+
+def pooled(results: Path, sources: set[str] | None) -> dict[tuple[int, int], float]:
+    c: dict = defaultdict(int)
+    n: dict = defaultdict(int)
+    with results.open() as f:
+        for r in csv.DictReader(f):
+            if sources and r.get("source") not in sources:
+                continue
+            if int(r.get("n_env_failure") or 0) or int(r["n_samples"]) <= 0:
+                continue
+            k = (int(r["level"]), int(r["problem_id"]))
+            c[k] += int(r["n_correct"])
+            n[k] += int(r["n_samples"])
+    return {k: c[k] / n[k] for k in n}
+
+
+def spearmanr_value(a, b) -> float | None:
+    """Spearman's rank correlation (ties get their mean rank), with numpy alone: the GPU
+    machine has no scipy."""
+    import numpy as np
+
+    def ranks(x):
+        x = np.asarray(x, float)
+        order = np.argsort(x, kind="mergesort")
+        r = np.empty(len(x))
+        r[order] = np.arange(len(x))
+        for v in np.unique(x):
+            m = x == v
+            r[m] = r[m].mean()
+        return r
+
+    ra, rb = ranks(a), ranks(b)
+    if ra.std() == 0 or rb.std() == 0:
+        return None  # a constant side has no ranking to compare
+    return float(np.corrcoef(ra, rb)[0, 1])
+
+
+def score(args) -> dict:
+    from curate.rank.features import module_source
+    from curate.table import read_problems, read_stats
+
+    out = Path(args.out)
+    rows = read_problems(out / "rank").to_dicts()
+    truth = pooled(Path(args.results), set(args.sources.split(",")) if args.sources else None)
+    got = []
+    for r in rows:
+        path = r["source"]["path"]  # level<L>/<id>_<name>.py
+        level = int(path.split("/")[0].removeprefix("level"))
+        pid = int(path.split("/")[-1].split("_")[0])
+        if (level, pid) in truth:
+            loc = len([x for x in module_source(r["code"]).splitlines() if x.strip() and not x.strip().startswith("#")])
+            got.append((r, truth[(level, pid)], loc))
+    fail = [1 - t for _, t, _ in got]
+    res = {"rows": len(rows), "matched": len(got), "results": str(args.results),
+           "unranked": sum(1 for r in rows if r["difficulty"] == "unranked" or r["difficulty_score"] is None),
+           "with_difficulty_score": sum(1 for r in rows if r["difficulty_score"] is not None),
+           "with_speedup_headroom": sum(1 for r in rows if r["speedup_headroom"] is not None),
+           "difficulty_signal": dict(read_stats(out / "rank").get("difficulty_signal") or {}),
+           "headroom_signal": dict(read_stats(out / "rank").get("headroom_signal") or {})}
+    res["spearman_difficulty_score"] = spearmanr_value([r["difficulty_score"] for r, _, _ in got], fail)
+    hr = [(r["speedup_headroom"], f) for (r, _, _), f in zip(got, fail) if r["speedup_headroom"] is not None]
+    res["spearman_speedup_headroom"] = spearmanr_value(*zip(*hr)) if len(hr) > 2 else None
+    res["spearman_line_count"] = spearmanr_value([loc for _, _, loc in got], fail)
+    by: dict = defaultdict(list)
+    for r, t, _ in got:
+        by[r["difficulty"]].append(t)
+    res["bucket_mean_pass_rate"] = {b: sum(v) / len(v) for b, v in by.items()}
+    res["bucket_rows"] = {b: len(v) for b, v in by.items()}
+    if by.get("easy") and by.get("hard"):
+        e, h = res["bucket_mean_pass_rate"]["easy"], res["bucket_mean_pass_rate"]["hard"]
+        res["easy_over_hard"] = e / h if h > 0 else None
+    (out / "difficulty-check.json").write_text(json.dumps(res, indent=1))
+    print(json.dumps(res, indent=1))
+    return res
+
+
+def completions(args) -> dict:
+    """``curate rank --solver completions`` on the published kernels of
+    ``tests/data/model_kernels/kernels.jsonl`` (``--backends``), into ``OUT/completions``;
+    per problem, curate's verified pass rate beside the publishers' over the same kernels."""
+    from curate.rank import run as rank
+    from curate.table import read_problems
+
+    out = Path(args.out)
+    src = out / ("measure" if (out / "measure" / "problems").is_dir() else "mine")
+    backends = set(args.backends.split(","))
+    recs = [json.loads(x) for x in Path(args.kernels).read_text().splitlines() if x.strip()]
+    recs = [r for r in recs if r["backend"] in backends and r["published"].get("correct") is not None
+            and not (r.get("annotations") or {}).get("env_failure")]
+    if args.max_kernels is not None and len(recs) > args.max_kernels:
+        import random
+
+        recs = random.Random(0).sample(recs, args.max_kernels)
+    path = out / "published-kernels.jsonl"
+    path.write_text("".join(json.dumps({"level": r["level"], "problem_name": r["problem_name"], "code": r["code"]})
+                            + "\n" for r in recs))
+    t = time.monotonic()
+    st = rank(out=out / "completions", source=src, solver="completions", completions=path,
+              device=args.device, workers=args.verify_workers, timeout_s=300, time_it=False)
+    published: dict = defaultdict(list)
+    for r in recs:
+        published[(r["level"], r["problem_name"])].append(bool(r["published"]["correct"]))
+    rows = read_problems(out / "completions" / "rank").to_dicts()
+    pairs = []
+    for r in rows:
+        if r["pass_rate"] is None:
+            continue
+        level = int(r["source"]["path"].split("/")[0].removeprefix("level"))
+        name = r["source"]["path"].split("/")[-1].removesuffix(".py")
+        pub = published.get((level, name))
+        if pub:
+            pairs.append({"problem": f"{level}/{name}", "ours": r["pass_rate"], "published": sum(pub) / len(pub),
+                          "kernels": len(pub), "ours_correct": r["n_correct"]})
+    agree = sum(1 for p in pairs if (p["ours"] > 0) == (p["published"] > 0))
+    res = {"backends": sorted(backends), "kernels": len(recs), "problems": len(pairs),
+           "verified": st.get("candidates_verified"), "seconds": round(time.monotonic() - t, 1),
+           "ours_mean_pass_rate": sum(p["ours"] for p in pairs) / max(1, len(pairs)),
+           "published_mean_pass_rate": sum(p["published"] for p in pairs) / max(1, len(pairs)),
+           "problems_agreeing_any_correct": agree,
+           "kernels_correct_ours": sum(p["ours_correct"] for p in pairs),
+           "kernels_correct_published": sum(round(p["published"] * p["kernels"]) for p in pairs),
+           "verify_reasons": st.get("verify_reasons"), "per_problem": pairs}
+    if len(pairs) > 2:
+        res["spearman_ours_published"] = spearmanr_value([p["ours"] for p in pairs], [p["published"] for p in pairs])
+    (out / "completions-check.json").write_text(json.dumps(res, indent=1))
+    print(json.dumps({k: v for k, v in res.items() if k != "per_problem"}, indent=1))
+    return res
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("what", choices=("run", "score", "both", "completions"))
+    ap.add_argument("--out", required=True)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--workers", type=int, default=None)
+    ap.add_argument("--limit", type=int, default=None, help="only the first N problems")
+    ap.add_argument("--problems", help="JSONL of {level, problem_id, name, code} (default: the shipped copy)")
+    ap.add_argument("--results", default=str(DEFAULT_RESULTS))
+    ap.add_argument("--sources", default="", help="comma-separated sources of the results file to use")
+    ap.add_argument("--kernels", default=str(ROOT / "tests" / "data" / "model_kernels" / "kernels.jsonl"),
+                    help="completions: published kernels (JSONL of level, problem_name, code, backend, published)")
+    ap.add_argument("--backends", default="triton", help="completions: backends to verify (triton,cuda,other)")
+    ap.add_argument("--verify-workers", type=int, default=None, help="completions: concurrent verifications")
+    ap.add_argument("--max-kernels", type=int, default=None, help="completions: a seeded sample of this many kernels")
+    ap.add_argument("--mine-only", action="store_true", help="run: stop after mine")
+    ap.add_argument("--skip-measure", action="store_true", help="run: rank mine's table (no timings)")
+    args = ap.parse_args()
+    if args.what == "completions":
+        completions(args)
+        return
+    if args.what in ("run", "both"):
+        run(args)
+    if args.what in ("score", "both"):
+        score(args)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,64 @@
+"""The difficulty predictor: the probability that a baseline language model's kernel for a
+problem is correct, from the problem's structure and code.
+
+A logistic regression over :func:`curate.rank.features.features`, fitted by
+``benchmarks/fit_difficulty.py`` on public per-problem results of language models on
+KernelBench (``curate/data/passrates``, with its provenance; figures in ``docs/difficulty.md``).
+Its parameters ship as ``difficulty_model.json`` beside this module and are evaluated here with
+the standard library alone (no scikit-learn at run time):
+``p = sigmoid(intercept + sum_i w_i (x_i - mean_i) / scale_i)``, the pass rate of the average
+model of the fit. Two parameter sets: ``full`` (trace and code features) and ``code_only``
+(for a problem whose meta-device trace failed). Buckets cut the predicted pass rate at its
+terciles over KernelBench's problems (``bucket_cuts``): ``easy`` at or above the upper cut,
+``hard`` below the lower one.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from curate.rank.features import code_features, features
+
+MODEL_FILE = Path(__file__).resolve().parent / "difficulty_model.json"
+
+
+@lru_cache(maxsize=4)
+def load_model(path: str | None = None) -> dict[str, Any]:
+    """The fitted parameters (``{"full": {...}, "code_only": {...}, ...}``).
+
+    Raises:
+        FileNotFoundError: no parameter file (a checkout without package data).
+    """
+    return json.loads(Path(path or MODEL_FILE).read_text())
+
+
+def pass_probability(x: dict[str, float], params: dict[str, Any]) -> float:
+    """The average model's pass probability for feature dict ``x`` under ``params`` (one of the
+    parameter sets); a feature missing from ``x`` counts at its training mean."""
+    z = params["intercept"]
+    for name, w, mu, sd in zip(params["features"], params["weights"], params["mean"], params["scale"]):
+        v = x.get(name)
+        if v is None or not math.isfinite(v):
+            continue
+        z += w * (float(v) - mu) / (sd or 1.0)
+    return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
+
+
+def predict(code: str, structure: dict[str, Any] | None) -> tuple[float, str]:
+    """``(predicted pass rate in [0, 1], signal)`` of one problem: ``predicted`` from its trace
+    and code, or ``predicted_code`` from its code alone when the trace failed."""
+    model = load_model()
+    if structure and structure.get("ok"):
+        return pass_probability(features(code, structure), model["full"]), "predicted"
+    return pass_probability(code_features(code or ""), model["code_only"]), "predicted_code"
+
+
+def bucket(pass_rate: float, signal: str = "predicted") -> str:
+    """``easy``, ``medium`` or ``hard`` for a predicted pass rate (the parameter set's cuts)."""
+    params = load_model()["full" if signal == "predicted" else "code_only"]
+    lo, hi = params["bucket_cuts"]
+    return "easy" if pass_rate >= hi else "medium" if pass_rate >= lo else "hard"
