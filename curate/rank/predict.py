@@ -9,7 +9,7 @@ the standard library alone (no scikit-learn at run time):
 ``p = sigmoid(intercept + sum_i w_i (x_i - mean_i) / scale_i)``, the pass rate of the average
 model of the fit. Two parameter sets: ``full`` (trace and code features) and ``code_only``
 (for a problem whose meta-device trace failed). Buckets cut the predicted pass rate at its
-terciles over KernelBench's problems (``bucket_cuts``): ``easy`` at or above the upper cut,
+quartiles over KernelBench's problems (``bucket_cuts``): ``easy`` at or above the upper cut,
 ``hard`` below the lower one.
 """
 
