@@ -29,6 +29,9 @@ library kernels, from the profiler), ``kernels`` (GPU kernels one eager forward 
 about 0.5 the row is host-bound, its time mostly Python and kernel launches, and such rows'
 medians move most from run to run: a median 41% against 3.5% for rows over 0.8, two runs on
 one H100, ``benchmarks/h100-measure-throughput.md``),
+``constant_margin`` (how far the best constant answer is from passing the verifier's
+correctness check on fresh draws of weights and inputs, as a ratio to its tolerance: at most
+1 is rejected ``input_insensitive``; :func:`curate.measure.checks.constant_answer`),
 ``compile_cache_hit`` (the measure worker's compile was an Inductor cache hit, thanks to
 compile-ahead) and ``measure_notes`` (comma-separated labels that reject nothing:
 ``retimed``, ``suspicious_speedup``, ``graph_capture_failed``).
@@ -67,7 +70,7 @@ from curate.table import Rejections, read_problems
 FLOAT_COLUMNS = ("eager_ms", "eager_mean_ms", "eager_std_ms", "eager_p10_ms", "eager_p90_ms",
                  "compile_ms", "compile_std_ms", "compile_s", "inductor_speedup",
                  "peak_mem_mb", "measure_s", "eager_cv", "compile_cv", "eager_graph_ms",
-                 "compile_graph_ms", "library_share", "gpu_busy_share")
+                 "compile_graph_ms", "library_share", "gpu_busy_share", "constant_margin")
 STRING_COLUMNS = ("compile_error", "gpu", "device", "torch_version", "measure_notes", "checked_torch")
 INT_COLUMNS = ("trials", "kernels")
 
@@ -112,7 +115,7 @@ def result_columns(res: dict[str, Any]) -> dict[str, Any]:
         "inductor_speedup": (e_ms / c_ms) if e_ms and c_ms else None,
         "compile_error": (res.get("compile_error") or None) and res["compile_error"][:2000],
         "gpu": res.get("gpu"), "device": res.get("device"), "torch_version": res.get("torch_version"),
-        "peak_mem_mb": res.get("peak_mem_mb"),
+        "peak_mem_mb": res.get("peak_mem_mb"), "constant_margin": res.get("constant_margin"),
         "trials": int(eager["n"]) if eager.get("n") is not None else None,
         "measure_s": res.get("wall_s", sum((res.get("seconds") or {}).values())),
         "eager_cv": eager.get("cv"), "compile_cv": comp.get("cv"),
