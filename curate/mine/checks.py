@@ -1,5 +1,6 @@
 """Checks of a forward's output: tensors to compare (:func:`main_tensor`), determinism
-across seeds (:func:`determinism`) and finiteness."""
+across seeds (:func:`determinism`), finiteness, and whether it depends on the inputs
+(:func:`sensitive_inputs`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from torch import nn
 from curate.outputs import held_tensors
 from curate.problem import build_inputs
 from curate.mine.inputs import call
+from curate.sensitivity import margin_of, repaired
 
 
 def _outputs_ok(out: Any) -> bool:
@@ -57,3 +59,43 @@ def _finite(out: Any) -> bool:
 
 
 # --------------------------------------------------------------------------- the task
+
+
+def input_margin(module: nn.Module, specs: list[dict], out: Any = None) -> float:
+    """The constant-answer margin (:mod:`curate.sensitivity`) of ``module``'s main output
+    over input draws seeded 0, 1, ... (``out``: the output of draw 0 when already computed);
+    the weights stay those built, so it asks whether the output depends on the inputs.
+
+    Raises:
+        whatever the forward raises.
+    """
+    def run(k: int) -> Any:
+        if k == 0 and out is not None:
+            return main_tensor(out)
+        with torch.no_grad():
+            torch.manual_seed(k)
+            return main_tensor(call(module, specs, build_inputs(specs, seed=k)))
+
+    return margin_of(run)
+
+
+def sensitive_inputs(module: nn.Module, specs: list[dict], out: Any) -> tuple[list[dict], Any, float]:
+    """The inputs found, with their size-1 axes grown when the output does not depend on
+    them otherwise (a softmax over a channel axis of size 1 outputs ones,
+    :func:`curate.sensitivity.grow_singletons`).
+
+    Returns:
+        ``(specs, out, margin)``: the inputs kept, their output at seed 0 and their margin
+        (at most 1: a constant answer passes the verifier on them).
+    """
+    try:
+        m = input_margin(module, specs, out)
+    except Exception:  # noqa: BLE001 - mined code: the caller's checks judge the inputs
+        return specs, out, float("inf")
+    fixed = repaired(lambda sp: input_margin(module, sp), specs, m, names=("singletons",))
+    if fixed["spec"] is specs:
+        return specs, out, m
+    with torch.no_grad():
+        torch.manual_seed(0)
+        new_out = call(module, fixed["spec"], build_inputs(fixed["spec"], seed=0))
+    return fixed["spec"], new_out, fixed["margin"]
