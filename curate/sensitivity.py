@@ -23,12 +23,15 @@ near 1 is a coin toss):
 
 1. ``singletons`` (:func:`grow_singletons`): input axes of size 1 grown to
    :data:`SINGLETON_SIZE` (a softmax or a norm over a size-1 axis outputs constants);
-2. ``draw_scale`` (:func:`with_draw_scale`): every floating-point input given one random
+2. ``targets`` (:func:`signed_targets`): index inputs drawn in {-1, 0, 1}, the signs some
+   losses take as targets (``CosineEmbeddingLoss`` counts a target of 5 as neither, and
+   is zero on such rows);
+3. ``draw_scale`` (:func:`with_draw_scale`): every floating-point input given one random
    factor per draw (:mod:`curate.problem`), so that an average over many elements differs
    from draw to draw, as a training batch's loss does.
 
-A repair is kept when it raises the margin; a problem is rejected ``input_insensitive`` only
-when its margin stays at most 1 with every repair.
+A repair is kept when it raises the margin more than :data:`IMPROVES` times; a problem is
+rejected ``input_insensitive`` only when its margin stays at most 1 with every repair.
 
 Imports only torch, the standard library and curate's torch-only modules (it runs in
 sandboxed processes).
@@ -55,6 +58,9 @@ MIN_PROBE_GROWTH = 4.0
 SINGLETON_SIZE = 8
 #: An output growing less than this share of its inputs' growth aggregates them.
 AGGREGATE_SHARE = 0.5
+#: A repair is kept when it multiplies the margin by more than this (five draws' margins
+#: scatter by tens of percent: a repair that changes nothing must not look like one).
+IMPROVES = 2.0
 
 
 def margin_of(run: Callable[[int], Any], draws: int = N_TRIALS) -> float:
@@ -99,6 +105,20 @@ def grow_singletons(spec: list[dict]) -> list[dict] | None:
     return out if changed else None
 
 
+def signed_targets(spec: list[dict]) -> list[dict] | None:
+    """``spec`` with its index inputs drawn in {-1, 0, 1} (``low`` -1, ``high`` 2): the
+    targets of losses that read a sign (``CosineEmbeddingLoss``, ``HingeEmbeddingLoss`` and
+    ``MarginRankingLoss`` take 1 and -1, and count any other value as neither); None when it
+    has no index input drawn otherwise."""
+    out, changed = [], False
+    for s in spec:
+        if s.get("kind") == "index" and (s.get("low"), s.get("high")) != (-1, 2):
+            s = {**s, "low": -1, "high": 2}
+            changed = True
+        out.append(s)
+    return out if changed else None
+
+
 def with_draw_scale(spec: list[dict]) -> list[dict] | None:
     """``spec`` with ``draw_scale`` (:mod:`curate.problem`) on every floating-point tensor
     input; None when there is none without it."""
@@ -114,7 +134,7 @@ def with_draw_scale(spec: list[dict]) -> list[dict] | None:
 
 #: The repairs in the order they are tried (name, spec -> repaired spec or None).
 REPAIRS: tuple[tuple[str, Callable[[list[dict]], list[dict] | None]], ...] = (
-    ("singletons", grow_singletons), ("draw_scale", with_draw_scale))
+    ("singletons", grow_singletons), ("targets", signed_targets), ("draw_scale", with_draw_scale))
 
 
 def _short(exc: BaseException) -> str:
@@ -122,7 +142,7 @@ def _short(exc: BaseException) -> str:
 
 
 def repaired(measure: Callable[[list[dict]], float], spec: list[dict], m: float,
-             names: tuple[str, ...] = ("singletons", "draw_scale")) -> dict[str, Any]:
+             names: tuple[str, ...] = tuple(n for n, _ in REPAIRS)) -> dict[str, Any]:
     """``spec`` repaired while its margin is at most :data:`REPAIR_BELOW`.
 
     Args:
@@ -132,7 +152,8 @@ def repaired(measure: Callable[[list[dict]], float], spec: list[dict], m: float,
         names: the repairs to try, of :data:`REPAIRS`, in that order.
     Returns:
         ``{"spec", "margin", "repairs": [names kept], "tried": [names tried]}``: each repair
-        that raised the margin is kept (and the next applied on top of it).
+        that raised the margin more than :data:`IMPROVES` times is kept (and the next applied
+        on top of it).
     """
     out: dict[str, Any] = {"spec": spec, "margin": m, "repairs": [], "tried": []}
     for name, repair in REPAIRS:
@@ -146,7 +167,7 @@ def repaired(measure: Callable[[list[dict]], float], spec: list[dict], m: float,
             m2 = measure(new)
         except Exception:  # noqa: BLE001 - untrusted code: inputs it rejects are no repair
             continue
-        if m2 > out["margin"]:
+        if m2 > IMPROVES * out["margin"]:
             out.update(spec=new, margin=m2, repairs=out["repairs"] + [name])
     return out
 
@@ -161,13 +182,12 @@ def reject_detail(m: float, where: str, repairs: list[str], tried: list[str]) ->
             f"inputs){how}")
 
 
-def aggregates(base: Any, grown: Any) -> bool:
-    """Whether a forward's output grows by less than :data:`AGGREGATE_SHARE` of its inputs'
-    growth between two priced shapes (:class:`curate.diversify.cost.ForwardCost` at the
-    mined shape and at a larger one)."""
-    gin = grown.input_bytes / max(1, base.input_bytes)
-    gout = grown.output_bytes / max(1, base.output_bytes)
-    return gin > 1 and gout < AGGREGATE_SHARE * gin
+def aggregates(in0: int, out0: int, in1: int, out1: int) -> bool:
+    """Whether a forward's output bytes grow by less than :data:`AGGREGATE_SHARE` of its
+    input bytes' growth, from ``(in0, out0)`` at the mined shape to ``(in1, out1)`` at a
+    larger one (a loss, a norm or a reduction over the grown axes)."""
+    gin = in1 / max(1, in0)
+    return gin > 1 and out1 / max(1, out0) < AGGREGATE_SHARE * gin
 
 
 def extrapolate(m0: float, b0: int, probe: tuple[float, int] | None, sizes: list[int]) -> dict[str, Any]:
