@@ -129,10 +129,11 @@ def at_planned(ns: dict, init: list, spec: list[dict], judged: dict[str, Any], c
     worst = min(range(len(pred["margins"])), key=lambda k: pred["margins"][k])
     if pred["margins"][worst] <= 1:
         shape = [c for c in chosen if c["role"] != "heldout"][worst]
-        probe = (f", {pred['probe_margin']:.3g} at {pred['probe_growth']:.0f}x its inputs"
-                 if pred["probe_margin"] is not None else ", no larger shape measurable here")
-        where = (f"predicted at the {shape['role']} shape ({spec_bytes(shape['spec']) / 2**20:.0f} MiB of inputs; "
-                 f"margin {m0:.3g} at the mined shape{probe}, alpha {pred['alpha']:.2f})")
+        probe = (f" and {pred['probe_margin']:.3g} at {pred['probe_growth']:.0f}x its inputs"
+                 if pred["probe_margin"] is not None else " (no larger shape measurable here)")
+        where = (f"at the planned {shape['role']} shape ({spec_bytes(shape['spec']) / 2**20:.0f} MiB of "
+                 f"inputs), predicted from margin {m0:.3g} at the mined shape{probe} "
+                 f"(margin ~ input bytes ** -{pred['alpha']:.2f})")
         out["reject"] = sens.reject_detail(pred["margins"][worst], where, out["repairs"],
                                            ["draw_scale"] if scaled is not None else [])
     return out
