@@ -40,6 +40,7 @@ sandboxed processes).
 from __future__ import annotations
 
 import math
+import time
 from typing import Any, Callable
 
 import torch
@@ -63,24 +64,37 @@ AGGREGATE_SHARE = 0.5
 IMPROVES = 2.0
 
 
-def margin_of(run: Callable[[int], Any], draws: int = N_TRIALS) -> float:
+class OutOfTime(Exception):
+    """The draws of a margin ran past their deadline."""
+
+
+def margin_of(run: Callable[[int], Any], draws: int = N_TRIALS, deadline: float | None = None) -> float:
     """The constant-answer margin of the outputs ``run(k)`` gives for draws ``k = 0 ..
     draws - 1`` (:func:`curate.measure.checks.constant_answer`).
 
+    Args:
+        deadline: ``time.monotonic()`` past which no further draw is started.
     Raises:
-        whatever ``run`` raises.
+        OutOfTime: the deadline passed before the last draw; whatever ``run`` raises.
     """
-    return constant_answer([run(k) for k in range(draws)])[0]
+    outs = []
+    for k in range(draws):
+        if deadline is not None and k and time.monotonic() > deadline:
+            raise OutOfTime(f"{k} of {draws} draws before the deadline")
+        outs.append(run(k))
+    return constant_answer(outs)[0]
 
 
-def margin(ns: dict, init: list, spec: list[dict], dtype: str | None = None, seed: int = 0) -> float:
+def margin(ns: dict, init: list, spec: list[dict], dtype: str | None = None, seed: int = 0,
+           deadline: float | None = None) -> float:
     """The margin of the problem in namespace ``ns`` (``Model``) built from ``init``, at
     ``spec``, on the CPU: draw ``k`` builds the model under seed ``seed + 2k`` and its inputs
     under ``seed + 2k + 1``, as measure does (the model and floating-point inputs cast to
     ``dtype`` when given).
 
     Raises:
-        whatever building or running the problem raises.
+        OutOfTime: past ``deadline`` (see :func:`margin_of`); whatever building or running
+        the problem raises.
     """
     def run(k: int) -> Any:
         torch.manual_seed(seed + 2 * k)
@@ -90,7 +104,7 @@ def margin(ns: dict, init: list, spec: list[dict], dtype: str | None = None, see
         with torch.no_grad():
             return model(*cast_floating(build_inputs(spec, "cpu", seed=seed + 2 * k + 1), dtype))
 
-    return margin_of(run)
+    return margin_of(run, deadline=deadline)
 
 
 def grow_singletons(spec: list[dict]) -> list[dict] | None:
@@ -210,16 +224,16 @@ def extrapolate(m0: float, b0: int, probe: tuple[float, int] | None, sizes: list
 
 
 def probe_spec(grow: Callable[[float], tuple[list[dict], list]], spec0: list[dict],
-               s_max: float) -> tuple[list[dict], list] | None:
+               s_max: float, max_growth: float = math.inf) -> tuple[list[dict], list] | None:
     """The largest shape ``grow(s)`` (``s`` halved from ``s_max``) whose inputs fit in
-    :data:`PROBE_BYTES` and are at least :data:`MIN_PROBE_GROWTH` times the mined ones;
-    None when there is none."""
+    :data:`PROBE_BYTES`, are at least :data:`MIN_PROBE_GROWTH` and at most ``max_growth``
+    times the mined ones (the growth a time budget allows); None when there is none."""
     b0 = max(1, spec_bytes(spec0))
     s = s_max
     while s >= MIN_PROBE_GROWTH:
         spec, init = grow(s)
         b = spec_bytes(spec)
-        if b <= PROBE_BYTES and b / b0 >= MIN_PROBE_GROWTH:
+        if b <= PROBE_BYTES and MIN_PROBE_GROWTH <= b / b0 <= max_growth:
             return spec, init
         s /= 2
     return None

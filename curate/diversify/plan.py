@@ -381,7 +381,7 @@ def plan_task(code: str, init_args: list, input_spec: list[dict], band: tuple[fl
     if reject is None:
         # the margin where the GPU will run it, before any GPU time is spent on it
         planned = judge.at_planned(ns, init_args, input_spec, judged, chosen, dtype,
-                                   t0 + deadline_s, repair_inputs)
+                                   t0 + deadline_s, deadline_s, repair_inputs)
         chosen, input_spec = planned["chosen"], planned["spec"]
         summary.update(input_spec=input_spec, input_repairs=planned["repairs"])
         summary["sensitivity"].update({k: planned[k] for k in ("predicted", "alpha", "probe_margin",

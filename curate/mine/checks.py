@@ -80,9 +80,10 @@ def input_margin(module: nn.Module, specs: list[dict], out: Any = None) -> float
 
 
 def sensitive_inputs(module: nn.Module, specs: list[dict], out: Any) -> tuple[list[dict], Any, float]:
-    """The inputs found, with their size-1 axes grown when the output does not depend on
-    them otherwise (a softmax over a channel axis of size 1 outputs ones,
-    :func:`curate.sensitivity.grow_singletons`).
+    """The inputs found, with their size-1 axes grown or their index inputs drawn as signs
+    when the output does not depend on them otherwise (a softmax over a channel axis of size
+    1 outputs ones, :func:`curate.sensitivity.grow_singletons`; a ``CosineEmbeddingLoss``
+    given class indices for targets is zero, :func:`curate.sensitivity.signed_targets`).
 
     Returns:
         ``(specs, out, margin)``: the inputs kept, their output at seed 0 and their margin
@@ -92,7 +93,7 @@ def sensitive_inputs(module: nn.Module, specs: list[dict], out: Any) -> tuple[li
         m = input_margin(module, specs, out)
     except Exception:  # noqa: BLE001 - mined code: the caller's checks judge the inputs
         return specs, out, float("inf")
-    fixed = repaired(lambda sp: input_margin(module, sp), specs, m, names=("singletons",))
+    fixed = repaired(lambda sp: input_margin(module, sp), specs, m, names=("singletons", "targets"))
     if fixed["spec"] is specs:
         return specs, out, m
     with torch.no_grad():
