@@ -20,7 +20,7 @@ from curate.measure import run as measure
 from curate.problem import assemble, replace_inputs, spec_in_dtype
 from curate.reward import compute_score
 from curate.table import read_problems, read_rejected, source_struct, write_stage
-from verify_fixtures import candidate, reply
+from verify_fixtures import candidate, kernelbench, reply
 
 
 def _t(*shape):
@@ -118,3 +118,13 @@ def test_variants_in_each_precision_from_diversify_to_the_reward(tmp_path):
     fp32 = {**small, "dtype": "float32", "input_spec": json.dumps([_t(4, 250)])}
     bad = compute_score("curate/test", reply(candidate("relu_fp16")), kept["p_relu"]["code"], fp32, time_it=False)
     assert bad["compiled"] and not bad["correct"]
+
+
+def test_an_honest_kernel_passes_in_the_precision_it_is_given():
+    """KernelBench's 23_Softmax run in float16: a Triton softmax that computes in float32 and
+    stores the input's dtype passes the float16 tolerances (rows of 1,500 take two blocks)."""
+    info = {"init_args": "[]", "dtype": "float16",
+            "input_spec": json.dumps([{"kind": "tensor", "shape": [4, 1500], "dtype": "float16"}])}
+    got = compute_score("curate/test", reply(candidate("softmax_triton")), kernelbench("23_Softmax"), info,
+                        time_it=False)
+    assert got["correct"], got["reason"]
