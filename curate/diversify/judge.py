@@ -9,8 +9,8 @@ aggregates its inputs (it grows less than they do), the margin is measured again
 shape the CPU can run and extrapolated to each planned shape; a predicted margin at most
 :data:`curate.sensitivity.REPAIR_BELOW` gets the random scale per draw, and one still at
 most 1 rejects the problem (when a probe measured the decay; a problem too slow to probe here
-is judged as a mean for the repair and left to measure for the verdict). Both run in the planner's sandboxed process, on the CPU, before
-any GPU time is spent on the problem.
+is judged as a mean for the repair and left to measure for the verdict). Both run in the
+planner's sandboxed process, on the CPU, before any GPU time is spent on the problem.
 
 Imports only torch, the standard library and curate's torch-only modules.
 """

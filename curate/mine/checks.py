@@ -61,13 +61,14 @@ def _finite(out: Any) -> bool:
 # --------------------------------------------------------------------------- the task
 
 
-def input_margin(module: nn.Module, specs: list[dict], out: Any = None) -> float:
+def input_margin(module: nn.Module, specs: list[dict], out: Any = None, deadline: float | None = None) -> float:
     """The constant-answer margin (:mod:`curate.sensitivity`) of ``module``'s main output
     over input draws seeded 0, 1, ... (``out``: the output of draw 0 when already computed);
     the weights stay those built, so it asks whether the output depends on the inputs.
 
     Raises:
-        whatever the forward raises.
+        curate.sensitivity.OutOfTime: past ``deadline`` (``time.monotonic()``); whatever the
+        forward raises.
     """
     def run(k: int) -> Any:
         if k == 0 and out is not None:
@@ -76,24 +77,29 @@ def input_margin(module: nn.Module, specs: list[dict], out: Any = None) -> float
             torch.manual_seed(k)
             return main_tensor(call(module, specs, build_inputs(specs, seed=k)))
 
-    return margin_of(run)
+    return margin_of(run, deadline=deadline)
 
 
-def sensitive_inputs(module: nn.Module, specs: list[dict], out: Any) -> tuple[list[dict], Any, float]:
+def sensitive_inputs(module: nn.Module, specs: list[dict], out: Any,
+                     deadline: float | None = None) -> tuple[list[dict], Any, float]:
     """The inputs found, with their size-1 axes grown or their index inputs drawn as signs
     when the output does not depend on them otherwise (a softmax over a channel axis of size
     1 outputs ones, :func:`curate.sensitivity.grow_singletons`; a ``CosineEmbeddingLoss``
     given class indices for targets is zero, :func:`curate.sensitivity.signed_targets`).
 
+    Args:
+        deadline: ``time.monotonic()`` past which no draw is started (a slow forward is not
+            judged here: ``margin`` is then infinite, and diversify and measure judge it).
     Returns:
         ``(specs, out, margin)``: the inputs kept, their output at seed 0 and their margin
         (at most 1: a constant answer passes the verifier on them).
     """
     try:
-        m = input_margin(module, specs, out)
-    except Exception:  # noqa: BLE001 - mined code: the caller's checks judge the inputs
+        m = input_margin(module, specs, out, deadline)
+    except Exception:  # noqa: BLE001 - mined code, or out of time: the caller's checks judge the inputs
         return specs, out, float("inf")
-    fixed = repaired(lambda sp: input_margin(module, sp), specs, m, names=("singletons", "targets"))
+    fixed = repaired(lambda sp: input_margin(module, sp, deadline=deadline), specs, m,
+                     names=("singletons", "targets"))
     if fixed["spec"] is specs:
         return specs, out, m
     with torch.no_grad():

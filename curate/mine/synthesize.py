@@ -100,6 +100,12 @@ __all__ = ["EXEC_SAFE_LINE", "ConstructorSearch", "SynthesisError", "blame", "fi
 
 
 
+#: Share of the synthesis budget the constant-answer test of found inputs may take (four more
+#: forwards; torch's Transformer takes 5 s a forward on a loaded 2-core machine, and its
+#: synthesis ran past the 30 s limit without this).
+SENSITIVITY_SHARE = 0.1
+
+
 def find_inputs(module: nn.Module, kwargs: dict[str, Any], budget_s: float,
                 max_tries: int = 60) -> tuple[list[dict], Any]:
     """Find forward inputs ``module`` runs on; return the input spec and the output.
@@ -302,7 +308,8 @@ def _synthesize(closure_source: str, class_name: str, doc: str, budget_s: float 
         try:
             specs, out = find_inputs(module, kwargs, max(1.0, 0.5 * (deadline - time.monotonic())),
                                      max_tries=60 if not failures else 20)
-            specs, out, margin = sensitive_inputs(module, specs, out)
+            specs, out, margin = sensitive_inputs(
+                module, specs, out, min(deadline, time.monotonic() + SENSITIVITY_SHARE * budget_s))
             if margin <= 1:
                 # a constant answer would pass the verifier on these inputs (PairwiseDistance(p=0)
                 # counts nonzeros): the next construction is tried, this one kept if none is better
