@@ -50,7 +50,6 @@ The planner also judges whether the problem's output depends on its inputs by th
 own test, at the mined shape and, predicted, at the planned ones
 (:mod:`curate.diversify.judge`), and repairs the inputs where that makes it so.
 
-
 Reject reasons: ``original_fails`` (the mined inputs do not run), the reasons of
 :mod:`curate.conform` (a KernelBench-style harness cannot run the mined problem, in the
 variant's precision), ``input_insensitive`` (a constant answer passes the verifier's check,
