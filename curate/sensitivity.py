@@ -85,6 +85,28 @@ def margin_of(run: Callable[[int], Any], draws: int = N_TRIALS, deadline: float 
     return constant_answer(outs)[0]
 
 
+#: A pairwise :func:`curate.verify.correctness.excess` between two draws' outputs above this
+#: proves the margin over :data:`REPAIR_BELOW` (:func:`clearly_sensitive`).
+PAIR_BOUND = 9.0
+
+
+def clearly_sensitive(out0: Any, out1: Any) -> bool:
+    """Whether two draws' outputs differ too much for any one answer to be within
+    :data:`REPAIR_BELOW` tolerances of both: then the margin is over it, and the five-draw
+    test need not run.
+
+    An answer ``c`` within ``M`` tolerances of both draws has, per element, ``|d| <= M(a0 +
+    a1)`` with ``d = out1 - out0``, ``a = atol + rtol |out|`` and ``a1 <= a0 + rtol |d|``, so
+    ``|d| / a0 <= 2M / (1 - M rtol)``; and ``||d|| <= M rel_l2 (||out0|| + ||out1||)``, so
+    ``||d|| / ||out0|| / rel_l2 <= 2M / (1 - M rel_l2)``. For ``M = 4`` and the verifier's
+    tolerances (rtol 1e-2 and rel_l2 2e-2 at most) both are under 8.7: a pairwise excess over
+    :data:`PAIR_BOUND` leaves no such ``c``.
+    """
+    from curate.verify.correctness import excess
+
+    return excess(out0, out1) > PAIR_BOUND
+
+
 def margin(ns: dict, init: list, spec: list[dict], dtype: str | None = None, seed: int = 0,
            deadline: float | None = None) -> float:
     """The margin of the problem in namespace ``ns`` (``Model``) built from ``init``, at

@@ -12,7 +12,7 @@ from torch import nn
 from curate.outputs import held_tensors
 from curate.problem import build_inputs
 from curate.mine.inputs import call
-from curate.sensitivity import margin_of, repaired
+from curate.sensitivity import clearly_sensitive, margin_of, repaired
 
 
 def _outputs_ok(out: Any) -> bool:
@@ -92,9 +92,16 @@ def sensitive_inputs(module: nn.Module, specs: list[dict], out: Any,
             judged here: ``margin`` is then infinite, and diversify and measure judge it).
     Returns:
         ``(specs, out, margin)``: the inputs kept, their output at seed 0 and their margin
-        (at most 1: a constant answer passes the verifier on them).
+        (at most 1: a constant answer passes the verifier on them; infinite when a second
+        draw alone shows it over :data:`curate.sensitivity.REPAIR_BELOW`,
+        :func:`curate.sensitivity.clearly_sensitive`).
     """
     try:
+        with torch.no_grad():
+            torch.manual_seed(1)
+            other = main_tensor(call(module, specs, build_inputs(specs, seed=1)))
+        if clearly_sensitive(main_tensor(out), other):  # one forward settles most problems
+            return specs, out, float("inf")
         m = input_margin(module, specs, out, deadline)
     except Exception:  # noqa: BLE001 - mined code, or out of time: the caller's checks judge the inputs
         return specs, out, float("inf")
