@@ -7,9 +7,10 @@ On the CPU machine, once, from a finished default run (``curate run pipelines/de
 
     python benchmarks/gpu/dtypes.py prepare runs/default/dedup runs/gpu-dtypes 36
 
-writes ``runs/gpu-dtypes/dedup`` (36 base problems drawn with a fixed seed). On the GPU
-machine, from the repository root, with that folder and the polars wheel carried
-(``bash benchmarks/gpu/dtypes.sh``, about 6 minutes on one H200)::
+writes ``runs/gpu-dtypes/dedup`` (36 base problems drawn with a fixed seed, and torch's ReLU
+and MSELoss for the reward checks). On the GPU machine, from the repository root, with that
+folder and the polars wheels carried in ``.whl`` (``bash benchmarks/gpu/dtypes.sh``, at most
+8 minutes on one H200)::
 
     python3 benchmarks/gpu/dtypes.py run runs/gpu-dtypes
 
@@ -57,16 +58,22 @@ LIMITS = {"diversify": 170, "measure": 140, "kernelbench": 110}
 SEED = 36
 
 
+#: Problems the sample always holds besides its draw: the reward checks score an honest ReLU
+#: and a constant loss on their exported bfloat16 rows.
+ALWAYS = ("torch.ReLU", "torch.MSELoss")
+
+
 def prepare(dedup: str, run: str, n: int) -> None:
-    """``n`` base problems of a dedup table drawn with :data:`SEED` into ``run/dedup``."""
+    """``n`` base problems of a dedup table drawn with :data:`SEED`, and those of
+    :data:`ALWAYS`, into ``run/dedup``."""
     import polars as pl
 
     from curate.table import read_problems, write_stage
 
     df = read_problems(Path(dedup))
-    ids = sorted(df["problem_id"].to_list())
+    ids = sorted(df.filter(~pl.col("name").is_in(ALWAYS))["problem_id"].to_list())
     random.Random(SEED).shuffle(ids)
-    part = df.filter(pl.col("problem_id").is_in(ids[:n]))
+    part = df.filter(pl.col("problem_id").is_in(ids[:n]) | pl.col("name").is_in(ALWAYS))
     empty = part.clear().with_columns(pl.lit("").alias("reject_stage"), pl.lit("").alias("reject_reason"),
                                       pl.lit("").alias("reject_detail"))
     write_stage(Path(run), "dedup", part, empty, part.height, 0.0)
