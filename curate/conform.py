@@ -23,6 +23,8 @@ Reasons a problem fails (``reason`` of the result; ``None`` when it passes):
 ``forward_fails``       the forward raises (on CUDA: a tensor left on the CPU, say)
 ``non_tensor_output``   the forward returns something other than one tensor (a tuple, a
                         named tuple, a dict, a dataclass, None)
+``dtype_unsupported``   run in a lower precision (``dtype``), the forward returns a tensor in
+                        another floating-point dtype: the reference does not compute in it
 ``non_finite_output``   the output holds NaN or infinity: no candidate can match it
 ``non_deterministic``   the reference run twice on the same inputs disagrees with itself
                         (beyond measure's determinism tolerance: last-bit GPU differences pass)
@@ -56,7 +58,8 @@ from curate.measure import checks
 
 #: Every reason :func:`check` returns, in the order the steps run.
 REASONS = ("exec_fails", "init_fails", "inputs_fail", "forward_fails", "non_tensor_output",
-           "non_finite_output", "non_deterministic", "seed_unstable", "reference_warns")
+           "dtype_unsupported", "non_finite_output", "non_deterministic", "seed_unstable",
+           "reference_warns")
 
 #: Warnings that mean the reference misuses an API whoever raises them: the problem computes
 #: something its authors did not mean (a broadcast loss target, a norm over the wrong axis).
@@ -138,12 +141,12 @@ def _dtype_name(x: Any) -> str:
     return type(x).__name__
 
 
-def _prepare(inputs: Any, dev: torch.device) -> list[Any]:
+def _prepare(inputs: Any, dev: torch.device, dtype: torch.dtype = torch.float32) -> list[Any]:
     out = []
     for x in inputs:
         if isinstance(x, torch.Tensor):
             if x.is_floating_point():
-                x = x.to(torch.float32)
+                x = x.to(dtype)
             x = x.to(dev)
         out.append(x)
     return out
@@ -159,7 +162,8 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     return checks.close(a, b)
 
 
-def check(code: str, device: str = "cpu", trials: int = 3, seed: int = 42) -> dict[str, Any]:
+def check(code: str, device: str = "cpu", trials: int = 3, seed: int = 42,
+          dtype: str | None = None) -> dict[str, Any]:
     """Build and run ``code`` as a KernelBench-style harness would; never raises for bad code.
 
     Args:
@@ -168,6 +172,12 @@ def check(code: str, device: str = "cpu", trials: int = 3, seed: int = 42) -> di
         trials: input sets compared (trial ``k`` draws its inputs after
             ``torch.manual_seed(seed + 1 + k)``).
         seed: the seed both models are built under.
+        dtype: the precision the harness runs the problem in (``"bfloat16"``, ``"float16"``,
+            ``"float32"``), as KernelBench's precision setting does: both models are cast
+            to it (``model.to(dtype)``: floating parameters and buffers) and so is every
+            floating-point input; None: the models as built, the inputs in float32. The
+            output must then come back in ``dtype`` when the float32 run's would be floating
+            point (``dtype_unsupported`` otherwise: the reference does not run in it).
     Returns:
         ``{"reason": str | None, "detail": str, "torch": torch.__version__, "device": str,
         "input_dtypes": [str, ...] (one per ``get_inputs()`` entry: a torch dtype name, or the
@@ -202,6 +212,8 @@ def check(code: str, device: str = "cpu", trials: int = 3, seed: int = 42) -> di
                 ref = ns["Model"](*init).to(dev)
                 torch.manual_seed(seed)
                 new = ns["Model"](*init).to(dev)
+                if dtype is not None:
+                    ref, new = ref.to(getattr(torch, dtype)), new.to(getattr(torch, dtype))
             for k in range(trials):
                 step = "inputs_fail"
                 torch.manual_seed(seed + 1 + k)
@@ -212,7 +224,7 @@ def check(code: str, device: str = "cpu", trials: int = 3, seed: int = 42) -> di
                     return res
                 res["input_dtypes"] = [_dtype_name(x) for x in raw]
                 res["all_float_inputs"] = all(x.is_floating_point() for x in raw if isinstance(x, torch.Tensor))
-                inputs = _prepare(raw, dev)
+                inputs = _prepare(raw, dev, getattr(torch, dtype or "float32"))
                 step = "forward_fails"
                 with torch.no_grad():
                     a = ref(*inputs)
@@ -224,6 +236,11 @@ def check(code: str, device: str = "cpu", trials: int = 3, seed: int = 42) -> di
                     res["detail"] = f"forward returned {type(a).__module__}.{type(a).__qualname__}"
                     return res
                 res["output_shape"], res["output_dtype"] = list(a.shape), _dtype_name(a)
+                if dtype is not None and a.is_floating_point() and a.dtype != getattr(torch, dtype):
+                    res["reason"] = "dtype_unsupported"
+                    res["detail"] = (f"run in {dtype}, the forward returns a {_dtype_name(a)} tensor: "
+                                     f"the reference does not compute in {dtype}")
+                    return res
                 if (a.is_floating_point() or a.is_complex()) and not bool(torch.isfinite(a).all()):
                     res["reason"], res["detail"] = "non_finite_output", f"trial {k}: NaN or infinity in the output"
                     return res

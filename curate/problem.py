@@ -10,7 +10,12 @@ An *input spec* is a JSON-serialisable list, one entry per forward argument:
 
 - ``{"kind": "tensor", "shape": [8, 64, 32, 32], "dtype": "float32"}``: ``torch.randn``; with
   ``"unit_interval": true``, values uniform in [0.01, 0.99] (``torch.rand(...) * 0.98 + 0.01``):
-  probabilities, and inputs of ``log``, ``sqrt`` or ``atanh``, which normal samples make NaN
+  probabilities, and inputs of ``log``, ``sqrt`` or ``atanh``, which normal samples make NaN;
+  with ``"draw_scale": true``, each draw also picks one factor ``f = 2 ** U(-1, 1)`` for the
+  whole tensor (in [0.5, 2]): a normal tensor is multiplied by it, a unit-interval one raised
+  to its power (staying inside (0, 1)); a loss or norm that averages many elements then
+  differs from draw to draw as a training batch's does, instead of converging to one number
+  any constant answer matches (see :func:`curate.measure.checks.constant_answer`)
 - ``{"kind": "index", "shape": [8, 128], "high": 1000, "dtype": "int64"}``: ``torch.randint(0, high)``;
   an optional ``"low"`` gives ``torch.randint(low, high)`` (``low=T, high=T+1``: sequence
   lengths all equal to ``T``)
@@ -65,6 +70,10 @@ THEN_STEPS = {"mul": (1, "({x} * {0!r})"), "add": (1, "({x} + {0!r})"), "rsub": 
 #: a ``unit_interval`` tensor is ``rand * UNIT_SCALE + UNIT_LOW``: in [0.01, 0.99], away from
 #: the poles of ``log(p)`` and ``log(1 - p)``
 UNIT_SCALE, UNIT_LOW = 0.98, 0.01
+#: a ``draw_scale`` tensor's factor per draw is ``2 ** (DRAW_SCALE_SPAN * (u - 0.5))``, ``u``
+#: uniform in [0, 1): in [0.5, 2]. A unit-interval tensor raised to that power keeps its
+#: smallest value 1e-4 (0.01 ** 2), inside float16's normal range.
+DRAW_SCALE_SPAN = 2.0
 _SPEC_KEYS = ("kind", "shape", "dtype", "low", "high", "value")
 
 
@@ -157,6 +166,11 @@ class InputSpec:
         """The ``then`` steps applied after the draw (the module docstring); [] when none."""
         return list(dict(self.extra).get("then") or [])
 
+    @property
+    def draw_scale(self) -> bool:
+        """A tensor given one random factor per draw (the module docstring)."""
+        return self.kind == "tensor" and dict(self.extra).get("draw_scale") is True
+
     def expr(self) -> str:
         """The ``get_inputs()`` expression that makes the argument."""
         x = self._draw_expr()
@@ -168,9 +182,12 @@ class InputSpec:
         if self.kind == "tensor":
             dt = self.dtype or "float32"
             extra = "" if dt == "float32" else f", dtype={_torch_dtype_expr(dt)}"
+            factor = f"2 ** ({DRAW_SCALE_SPAN:g} * (torch.rand(()).item() - 0.5))"
             if self.unit_interval:
-                return f"(torch.rand({_shape_tuple(self.shape)}{extra}) * {UNIT_SCALE} + {UNIT_LOW})"
-            return f"torch.randn({_shape_tuple(self.shape)}{extra})"
+                base = f"(torch.rand({_shape_tuple(self.shape)}{extra}) * {UNIT_SCALE} + {UNIT_LOW})"
+                return f"{base} ** ({factor})" if self.draw_scale else base
+            base = f"torch.randn({_shape_tuple(self.shape)}{extra})"
+            return f"{base} * {factor}" if self.draw_scale else base
         if self.kind == "index":
             return f"torch.randint({self.low or 0}, {self.high}, {_shape_tuple(self.shape)})"
         if self.kind == "mask":
@@ -402,6 +419,10 @@ def build_inputs(input_spec: list[dict], device: str = "cpu", seed: int | None =
                 x = torch.rand(spec.shape, dtype=dt, device=device, generator=gen) * UNIT_SCALE + UNIT_LOW
             else:
                 x = torch.randn(spec.shape, dtype=dt, device=device, generator=gen)
+            if spec.draw_scale and x.device.type != "meta":  # drawn after the tensor, as rendered
+                u = float(torch.rand((), device=device, generator=gen))
+                f = 2 ** (DRAW_SCALE_SPAN * (u - 0.5))
+                x = x ** f if spec.unit_interval else x * f
             out.append(apply_then(x, spec.then, gen) if spec.then else x)
         elif spec.kind == "index":
             x = torch.randint(spec.low or 0, spec.high, spec.shape, device=device, generator=gen)
@@ -411,6 +432,38 @@ def build_inputs(input_spec: list[dict], device: str = "cpu", seed: int | None =
         else:
             out.append(spec.value)
     return out
+
+
+#: Floating-point dtypes a problem can be run in (``curate diversify --dtypes``), by torch name.
+RUN_DTYPES = ("float32", "bfloat16", "float16")
+#: Short names of :data:`RUN_DTYPES` (problem ids of dtype variants, prompts' headings).
+DTYPE_SHORT = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+
+
+def spec_in_dtype(input_spec: list[dict], dtype: str | None) -> list[dict]:
+    """``input_spec`` with every floating-point tensor entry in ``dtype`` (a torch name; index,
+    mask, value and integer or complex tensor entries kept), as a harness run in that precision
+    casts the inputs; ``dtype`` None returns the spec unchanged."""
+    if dtype is None:
+        return input_spec
+    return [{**s, "dtype": dtype} if s.get("kind") == "tensor" and _is_float_name(s.get("dtype") or "float32")
+            else s for s in input_spec]
+
+
+def _is_float_name(dtype: str) -> bool:
+    return dtype.startswith(("float", "bfloat", "half", "double"))
+
+
+def cast_floating(values: list[Any], dtype: str | None) -> list[Any]:
+    """``values`` with every floating-point tensor cast to ``dtype`` (a torch name), others
+    kept: the inputs of a problem run in that precision (KernelBench's harness casts so);
+    ``dtype`` None returns ``values`` unchanged."""
+    if dtype is None:
+        return values
+    import torch
+
+    dt = getattr(torch, dtype)
+    return [v.to(dt) if isinstance(v, torch.Tensor) and v.is_floating_point() else v for v in values]
 
 
 #: Fields of an input spec entry as the exported dataset stores it (a struct per argument):

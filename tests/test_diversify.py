@@ -269,7 +269,7 @@ def test_calibration_moves_a_misestimated_shape_into_the_band(monkeypatch):
 
     timed = []
 
-    def clock(ns, init, spec, dev, models, trials, warmup):
+    def clock(ns, init, spec, dev, models, trials, warmup, dtype=None):
         timed.append(spec[0]["shape"])
         return math.prod(spec[0]["shape"]) * 1e-6, None  # ms
 
@@ -350,7 +350,7 @@ def test_a_shape_timed_in_band_but_past_the_memory_budget_says_so(monkeypatch):
     from curate.diversify.stage import _final_shapes
 
     monkeypatch.setattr(calibrate, "_time_spec",
-                        lambda ns, init, spec, dev, models, trials, warmup: (2.0, 9000.0))  # ms, MiB
+                        lambda ns, init, spec, dev, models, trials, warmup, dtype=None: (2.0, 9000.0))  # ms, MiB
     src, init, spec = PROBLEMS["gelu"]
     code = assemble(src, spec, init)
     fam = family("batch", [a for a in find_axes(spec) if a.name == "batch"])

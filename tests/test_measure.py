@@ -137,12 +137,18 @@ def test_checks_in_process_on_real_modules():
     code = assemble(_module("nn.RReLU"), [_t(4, 64)], [])
     r = measure_problem(code, [_t(4, 64)], [], trials=3, warmup=1)
     assert r["reason"] == "non_deterministic" and r["eager"] is None
-    # softmax over 200k entries: every output ~5e-6, a zeros kernel would pass at 1e-2
+    # softmax over 200k entries: every output ~5e-6, within KernelBench's elementwise 1e-4 of
+    # zeros, but no constant passes the verifier's relative-L2 bound: kept, with its margin
     code = assemble(_custom("return torch.softmax(x, dim=-1)"), [_t(2, 200_000)], [])
     r = measure_problem(code, [_t(2, 200_000)], [], trials=3, warmup=1)
-    assert r["reason"] == "input_insensitive"
+    assert r["reason"] is None and r["constant_margin"] > 100
+    # softmax over a size-1 axis outputs ones whatever the input: a constant passes
+    code = assemble(_custom("return torch.softmax(x, dim=1)"), [_t(8, 1, 4)], [])
+    r = measure_problem(code, [_t(8, 1, 4)], [], trials=3, warmup=1)
+    assert r["reason"] == "input_insensitive" and r["constant_margin"] == 0
+    assert "margin 0" in r["detail"]
     # with stop_on_reject=False the problem is still timed and every failed check is listed
-    code = assemble(_custom("return torch.zeros_like(x) / 0.0"), [_t(4, 8)], [])
+    code = assemble(_custom("return torch.full_like(x, float('inf'))"), [_t(4, 8)], [])
     r = measure_problem(code, [_t(4, 8)], [], trials=3, warmup=1, stop_on_reject=False, min_ms=1e6)
     assert r["flags"] == ["non_finite_output", "input_insensitive", "too_fast"]
     assert r["reason"] == "non_finite_output" and r["eager"]["n"] == 3

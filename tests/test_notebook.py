@@ -52,8 +52,8 @@ def test_notebook_runs_on_an_export(tmp_path, monkeypatch, stages):
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs
               if o.output_type == "error"]
     assert not errors
-    # one figure each: stages/rejections, runtimes, difficulty, level/category, sources
-    assert _images(nb) == 5
+    # one figure each: stages/rejections, runtimes, precisions, difficulty, level/category, sources
+    assert _images(nb) == 6
     text = "".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs
                    if o.output_type == "stream")
     assert "class Model(" in text and "ModelNew" in text

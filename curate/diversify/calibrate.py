@@ -28,7 +28,7 @@ import torch
 from curate.diversify.shapes import apply_family, odd_size
 from curate.measure.gpu_lock import held
 from curate.measure.timing import L2Flush, summarize, time_cpu, time_cuda, warm_up
-from curate.problem import build_inputs, load_problem
+from curate.problem import build_inputs, cast_floating, load_problem
 
 #: A shape more than this factor from its wanted time is corrected (when probes are left).
 MISS = 2.0
@@ -51,8 +51,9 @@ def _short(exc: BaseException) -> str:
 
 
 def _time_spec(ns: dict, init: list, spec: list[dict], dev: torch.device, models: dict,
-               trials: int, warmup: int) -> tuple[float, float]:
-    """Median eager ms and peak MiB (above what was allocated before) of one forward."""
+               trials: int, warmup: int, dtype: str | None = None) -> tuple[float, float]:
+    """Median eager ms and peak MiB (above what was allocated before) of one forward (the
+    model and floating-point inputs cast to ``dtype`` when given)."""
     key = repr(init)
     cuda = dev.type == "cuda"
     with held(_LOCK, "shared"):
@@ -61,13 +62,15 @@ def _time_spec(ns: dict, init: list, spec: list[dict], dev: torch.device, models
             torch.manual_seed(0)
             with torch.device(dev):
                 models[key] = ns["Model"](*init).to(dev)
+            if dtype:
+                models[key] = models[key].to(getattr(torch, dtype))
         model = models[key]
         if cuda:
             flush = _FLUSH.setdefault(str(dev), L2Flush(dev))
             torch.cuda.synchronize(dev)
             base = torch.cuda.memory_allocated(dev)
             torch.cuda.reset_peak_memory_stats(dev)
-        xs = build_inputs(spec, str(dev), seed=0)
+        xs = cast_floating(build_inputs(spec, str(dev), seed=0), dtype)
         if cuda:
             torch.cuda.synchronize(dev)
 
@@ -85,7 +88,7 @@ def _time_spec(ns: dict, init: list, spec: list[dict], dev: torch.device, models
 def calibrate_problem(code: str, init_args: list, input_spec: list[dict], shapes: list[dict],
                       band: tuple[float, float], mem_budget_mb: float, device: str = "cuda",
                       trials: int = 10, warmup: int = 2, max_probes: int = 4,
-                      deadline_s: float = 120.0) -> dict[str, Any]:
+                      deadline_s: float = 120.0, dtype: str | None = None) -> dict[str, Any]:
     """Time the planned ``shapes`` of a problem on ``device`` and correct their scales.
 
     Args:
@@ -97,6 +100,8 @@ def calibrate_problem(code: str, init_args: list, input_spec: list[dict], shapes
             activations), by the CUDA allocator's peak.
         trials, warmup: timed and untimed forwards per probe.
         max_probes: timings per shape.
+        dtype: the precision the problem runs in (model and floating-point inputs cast to it,
+            :func:`curate.measure.core.measure_problem`'s ``dtype``); None: as defined.
     Returns:
         ``{"ok": True, "shapes": [...], "mined", "gpu", "torch_version", "seconds"}``
         (``mined``: the mined shape's ``ms`` and ``peak_mb``, timed the same way) with each shape
@@ -119,7 +124,8 @@ def calibrate_problem(code: str, init_args: list, input_spec: list[dict], shapes
     primary_final = None
     mined = {"ms": None, "peak_mb": None, "error": None}
     try:  # the mined shape, timed the same way: the "before" of the runtime distribution
-        mined["ms"], mined["peak_mb"] = _time_spec(ns, list(init_args), input_spec, dev, models, trials, warmup)
+        mined["ms"], mined["peak_mb"] = _time_spec(ns, list(init_args), input_spec, dev, models, trials, warmup,
+                                                   dtype)
     except Exception as exc:
         mined["error"] = _short(exc)
     for shape in shapes:
@@ -134,7 +140,7 @@ def calibrate_problem(code: str, init_args: list, input_spec: list[dict], shapes
             spec, init = apply_family(input_spec, init_args, shape["family"], s)
             res["probes"] += 1
             try:
-                ms, peak = _time_spec(ns, init, spec, dev, models, trials, warmup)
+                ms, peak = _time_spec(ns, init, spec, dev, models, trials, warmup, dtype)
             except torch.cuda.OutOfMemoryError as exc:
                 models.clear()
                 torch.cuda.empty_cache()  # only raised on CUDA
@@ -164,7 +170,7 @@ def calibrate_problem(code: str, init_args: list, input_spec: list[dict], shapes
             primary_final = res
     held = next((x for x in shapes if x["role"] == "heldout"), None)
     if held is not None and primary_final is not None and primary_final["ms"] is not None:
-        out.append(_heldout(ns, dev, models, held, shapes[0], primary_final, trials, warmup))
+        out.append(_heldout(ns, dev, models, held, shapes[0], primary_final, trials, warmup, dtype))
     models.clear()
     if dev.type == "cuda":
         torch.cuda.empty_cache()
@@ -173,7 +179,8 @@ def calibrate_problem(code: str, init_args: list, input_spec: list[dict], shapes
             "torch_version": torch.__version__, "seconds": time.monotonic() - t0}
 
 
-def _heldout(ns, dev, models, held: dict, planned: dict, final: dict, trials: int, warmup: int) -> dict:
+def _heldout(ns, dev, models, held: dict, planned: dict, final: dict, trials: int, warmup: int,
+             dtype: str | None = None) -> dict:
     """The planned held-out shape moved to the final primary: the positions the plan made
     odd are made odd again at the primary's final sizes; it must run (no band)."""
     spec = [dict(x, shape=list(x["shape"])) if "shape" in x else dict(x) for x in final["spec"]]
@@ -184,7 +191,8 @@ def _heldout(ns, dev, models, held: dict, planned: dict, final: dict, trials: in
     res = dict(held, spec=spec, init=final["init"], s=final["s"], ms=None, peak_mb=None, probes=1,
                in_band=False, error=None)
     try:
-        res["ms"], res["peak_mb"] = _time_spec(ns, final["init"], spec, dev, models, max(3, trials // 2), 1)
+        res["ms"], res["peak_mb"] = _time_spec(ns, final["init"], spec, dev, models, max(3, trials // 2), 1,
+                                               dtype)
     except Exception as exc:
         res["error"] = _short(exc)
     return res

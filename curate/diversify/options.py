@@ -26,6 +26,11 @@ class DiversifyOptions:
     calibrate_workers: Optional[int] = field(default=None, metadata={
         "help": "GPU calibration worker processes; several share the GPU through a lock, each "
                 "probe timed alone (default: 4 on a host with at least 8 cores, else 1)."})
+    dtypes: Optional[str] = field(default=None, metadata={
+        "help": "Precisions to make variants in, comma-separated: fp32, bf16, fp16 (or float32, "
+                "bfloat16, float16). Each is planned, checked and calibrated in that precision "
+                "(model and floating inputs cast), a 'dtype' column says which (default: fp32 on "
+                "the CPU, fp32,bf16 on the GPU)."})
     timeout_s: float = field(default=60.0, metadata={"help": "Seconds to plan (and calibrate) one problem."})
     mem_mb: Optional[int] = field(default=None, metadata={
         "help": "Address-space budget of one planning process (MiB; default 8192)."})

@@ -5,7 +5,10 @@ untrusted). It
 
 1. runs the problem as a KernelBench-style harness does (:func:`curate.conform.check`: plain
    ``exec``, two seeded builds, one output tensor), then builds ``Model(*init_args)`` (seed 0)
-   and runs the mined inputs for real: the problem must run and give a finite output;
+   and runs the mined inputs for real: the problem must run and give a finite output; its
+   output must depend on its inputs by the verifier's own test, at the mined shape, or be
+   repaired so that it does (:func:`curate.diversify.judge.at_mined`: size-1 axes grown, a
+   random scale per draw), else it is rejected ``input_insensitive``;
 2. builds the model again on the ``meta`` device, where a forward at any size costs
    milliseconds, and prices forwards with :mod:`curate.diversify.cost` (a problem whose code
    cannot run on ``meta``, e.g. one that reads a tensor's values, is priced on real CPU
@@ -18,7 +21,12 @@ untrusted). It
    log time over log scale), under the memory budget (parameters + inputs + the peak of live
    activations);
 5. derives the held-out verification shape from the primary one: every free axis made odd
-   and not a power of two (:func:`curate.diversify.shapes.odd_size`).
+   and not a power of two (:func:`curate.diversify.shapes.odd_size`);
+6. predicts the same test at the planned shapes, where an output that averages its inputs
+   (a loss) may stop depending on them (:func:`curate.diversify.judge.at_planned`).
+
+With ``dtype`` (``curate diversify --dtypes``) all of it runs in that precision: the model
+and the floating-point inputs cast to it, the operators priced at its sizes and rates.
 
 Wanted times: the primary shape at the band's geometric middle, the others spread across
 the band (lower and upper third on a log scale), each from another family when one exists,
@@ -42,7 +50,8 @@ from curate.conform import check as conformance_check
 from curate.diversify.cost import ForwardCost, GpuProfile, device_ms, estimate_ms, forward_cost, gpu_profile
 from curate.diversify.shapes import Axis, apply_family, axes, family, init_paths
 from curate.measure.checks import all_finite, output_bytes
-from curate.problem import ProblemLoadError, build_inputs, load_problem, spec_bytes
+from curate.diversify import judge
+from curate.problem import ProblemLoadError, build_inputs, cast_floating, load_problem, spec_bytes
 
 #: Secant steps per solve; scale steps are clamped to this factor either way.
 MAX_STEPS = 8
@@ -77,8 +86,9 @@ class Pricer:
     """Prices a forward at a spec: on ``meta`` when the model builds and runs there, else on
     real CPU tensors (small specs only; larger ones extrapolated by the caller)."""
 
-    def __init__(self, ns: dict, init_args: list, spec: list[dict], gpu: GpuProfile):
-        self.ns, self.gpu = ns, gpu
+    def __init__(self, ns: dict, init_args: list, spec: list[dict], gpu: GpuProfile,
+                 dtype: str | None = None):
+        self.ns, self.gpu, self.dtype = ns, gpu, dtype
         self.models: dict[str, torch.nn.Module] = {}
         self.meta = True
         try:
@@ -98,6 +108,8 @@ class Pricer:
                     self.models[key] = self.ns["Model"](*init)
             else:
                 self.models[key] = self.ns["Model"](*init)
+            if self.dtype:
+                self.models[key] = self.models[key].to(getattr(torch, self.dtype))
         return self.models[key]
 
     def cost(self, spec: list[dict], init: list) -> ForwardCost:
@@ -107,7 +119,7 @@ class Pricer:
             raise ValueError("too large for a real CPU probe")
         model = self._model(init)
         inputs = build_inputs(spec, "meta") if self.meta else build_inputs(spec, "cpu", seed=0)
-        return forward_cost(model, inputs)
+        return forward_cost(model, cast_floating(inputs, self.dtype))
 
     def ms(self, cost: ForwardCost) -> float:
         return estimate_ms(cost, self.gpu)
@@ -245,7 +257,8 @@ def targets(band: tuple[float, float], n: int) -> list[float]:
 
 
 def plan_task(code: str, init_args: list, input_spec: list[dict], band: tuple[float, float],
-              gpu: str, mem_budget_bytes: int, shapes: int, deadline_s: float) -> dict[str, Any]:
+              gpu: str, mem_budget_bytes: int, shapes: int, deadline_s: float,
+              dtype: str | None = None, repair_inputs: bool = True) -> dict[str, Any]:
     """Plan ``shapes`` in-band shapes and a held-out one for a problem (see the module docstring).
 
     Args:
@@ -256,25 +269,36 @@ def plan_task(code: str, init_args: list, input_spec: list[dict], band: tuple[fl
         mem_budget_bytes: most bytes a shape may need (parameters, inputs, activations).
         shapes: in-band shapes wanted (the first is the primary).
         deadline_s: seconds after which no further estimate is started.
+        dtype: the precision the problem is planned in (``"bfloat16"``, ``"float16"``; the
+            model and floating-point inputs cast to it, as :mod:`curate.conform` and the
+            verifier do; ``input_spec`` is expected in it already); None: as defined.
+        repair_inputs: repair inputs a constant answer would pass on
+            (:mod:`curate.diversify.judge`); False for code whose inputs curate did not write.
     Returns:
         ``{"ok": False, "detail"}`` when the mined inputs do not run (with ``reason`` when a
         KernelBench-style harness cannot run the problem, see :mod:`curate.conform`); else ``{"ok": True,
         "original": {flops, bytes, seconds, finite, est_ms, peak_bytes}, "shapes": [{role,
         family, s, spec, init, est_ms, flops, bytes, peak_bytes}], "reject": None or
-        [reason, detail], "meta": bool, "families": [names]}``; roles are ``primary``,
-        ``spread`` and ``heldout``.
+        [reason, detail], "meta": bool, "families": [names], "input_spec": the mined spec
+        the shapes grow from (repaired when ``input_repairs`` is not empty), "input_repairs":
+        [names], "sensitivity": {margin at the mined shape, predicted margins at the in-band
+        shapes, ...}}``; roles are ``primary``, ``spread`` and ``heldout``; ``reject`` is
+        ``input_insensitive`` when a constant answer would pass the verifier at the mined
+        shape or, predicted, at a planned one.
     """
     t0 = time.monotonic()
     deadline = t0 + deadline_s
     prof = gpu_profile(gpu)
-    conf = conformance_check(code, "cpu", trials=1)
+    conf = conformance_check(code, "cpu", trials=1, dtype=dtype)
     if conf["reason"]:  # a KernelBench-style harness cannot use it: no shapes for it
         return {"ok": False, "reason": conf["reason"], "detail": conf["detail"]}
     try:
         ns = load_problem(code)
         torch.manual_seed(0)
         model = ns["Model"](*init_args)
-        inputs = build_inputs(input_spec, "cpu", seed=0)
+        if dtype:
+            model = model.to(getattr(torch, dtype))
+        inputs = cast_floating(build_inputs(input_spec, "cpu", seed=0), dtype)
         t = time.monotonic()
         with torch.no_grad():
             out = model(*inputs)
@@ -287,12 +311,20 @@ def plan_task(code: str, init_args: list, input_spec: list[dict], band: tuple[fl
                 "bytes": spec_bytes(input_spec) + output_bytes(out)}
     del out, inputs, model
 
-    pricer = Pricer(ns, init_args, input_spec, prof)
+    judged = judge.at_mined(ns, init_args, input_spec, dtype, seconds, deadline_s, repair_inputs)
+    input_spec = judged["spec"]
+    summary = {"input_spec": input_spec, "input_repairs": judged["repairs"],
+               "sensitivity": {k: judged[k] for k in ("margin", "tried", "skipped")}}
+    if judged["reject"]:
+        return {"ok": True, "original": original, "shapes": [], "meta": False, "families": [],
+                "reject": ["input_insensitive", judged["reject"]], **summary}
+
+    pricer = Pricer(ns, init_args, input_spec, prof, dtype)
     try:
         base_cost = pricer.cost(input_spec, init_args)
     except Exception as exc:
         return {"ok": True, "original": original, "shapes": [], "meta": False, "families": [],
-                "reject": ["no_estimate", _short(exc)]}
+                "reject": ["no_estimate", _short(exc)], **summary}
     original.update(flops=base_cost.flops, est_ms=pricer.ms(base_cost), peak_bytes=base_cost.peak_bytes)
 
     free, width, paths = _classify(pricer, input_spec, init_args, axes(input_spec), deadline)
@@ -329,7 +361,9 @@ def plan_task(code: str, init_args: list, input_spec: list[dict], band: tuple[fl
                 chosen.append({"role": "primary" if k == 0 else "spread", "family": fam, "s": res["s"],
                                "want_ms": want,
                                "spec": spec, "init": init, "est_ms": res["ms"], "flops": c.flops,
-                               "bytes": c.input_bytes + c.output_bytes, "peak_bytes": c.peak_bytes})
+                               "bytes": c.input_bytes + c.output_bytes, "peak_bytes": c.peak_bytes,
+                               "in_bytes": c.input_bytes, "out_bytes": c.output_bytes,
+                               "base_in": base_cost.input_bytes, "base_out": base_cost.output_bytes})
                 used[fam["name"]] = used.get(fam["name"], 0) + 1
                 break
             failures.append({"family": fam["name"], **{x: res[x] for x in ("status", "ms", "detail")}})
@@ -344,9 +378,19 @@ def plan_task(code: str, init_args: list, input_spec: list[dict], band: tuple[fl
             reject = ["no_heldout_shape", "no odd-size shape of the primary runs"]
         else:
             chosen.append(held)
+    if reject is None:
+        # the margin where the GPU will run it, before any GPU time is spent on it
+        planned = judge.at_planned(ns, init_args, input_spec, judged, chosen, dtype,
+                                   t0 + deadline_s, deadline_s, repair_inputs)
+        chosen, input_spec = planned["chosen"], planned["spec"]
+        summary.update(input_spec=input_spec, input_repairs=planned["repairs"])
+        summary["sensitivity"].update({k: planned[k] for k in ("predicted", "alpha", "probe_margin",
+                                                               "probe_growth")})
+        if planned["reject"]:
+            reject = ["input_insensitive", planned["reject"]]
     return {"ok": True, "original": original, "shapes": chosen, "reject": reject,
             "meta": pricer.meta, "families": [f["name"] for f in fams],
-            "failures": failures[:8], "seconds": time.monotonic() - t0}
+            "failures": failures[:8], "seconds": time.monotonic() - t0, **summary}
 
 
 def _why(failures: list[dict[str, Any]]) -> list[str]:

@@ -35,16 +35,32 @@ mined_calib_ms      float, the mined shape's eager median timed by this stage (m
 shape_variants      str, JSON list of ``{"input_spec", "init_args", "heldout"}``: every
                     in-band shape of the base problem and the held-out verification shape
                     (odd, not power-of-two sizes), which no row's prompt shows
+dtype               str, the precision the row runs in (``float32``, ``bfloat16``,
+                    ``float16``): its model and floating inputs are cast to it; rows of
+                    other precisions than float32 have ids ``<base>~bf16``, ``<base>~bf16~v1``
+input_repairs       str, comma-separated repairs of the mined inputs a constant answer would
+                    otherwise pass on (``singletons``, ``targets``, ``draw_scale``,
+                    :mod:`curate.sensitivity`); null when none
 ==================  ==============================================================
 
+Each problem is planned in every precision of ``dtypes`` (default float32 on the CPU,
+float32 and bfloat16 on a GPU): a variant that cannot run in one (the reference fails, or
+returns another dtype) is a rejected row of that variant, with the conformance reason.
+The planner also judges whether the problem's output depends on its inputs by the verifier's
+own test, at the mined shape and, predicted, at the planned ones
+(:mod:`curate.diversify.judge`), and repairs the inputs where that makes it so.
+
 Reject reasons: ``original_fails`` (the mined inputs do not run), the reasons of
-:mod:`curate.conform` (a KernelBench-style harness cannot run the mined problem), ``launch_bound`` (no
+:mod:`curate.conform` (a KernelBench-style harness cannot run the mined problem, in the
+variant's precision), ``input_insensitive`` (a constant answer passes the verifier's check,
+whatever repair), ``launch_bound`` (no
 shape within the size and memory limits reaches the band: the detail gives the best time),
 ``over_memory`` (the memory budget is reached below the band), ``no_estimate`` (the
 forward could not be priced at any other size), ``no_heldout_shape``, ``too_few_shapes``
 (fewer in-band shapes than ``variants``), and on a GPU ``calibrate_failed`` (the problem
 crashed or hung there) and ``out_of_band`` (timed outside the band after correction).
-Accountability: ``in`` = problems read = kept problems + rejected; ``rows_out`` counts rows.
+Accountability: ``in`` = problems read x precisions = kept variants + rejected; ``rows_out``
+counts rows.
 The stage resumes from ``OUT/diversify/_journal.jsonl`` when restarted with equal settings.
 """
 
@@ -60,7 +76,8 @@ from curate.diversify.calibrate_pool import calibrate_many, default_calibrate_wo
 from curate.diversify.cost import gpu_profile
 from curate.diversify.plan import plan_task
 from curate.journal import content_key
-from curate.problem import INPUTS_MARKER, dumps, mined_inputs, replace_inputs
+from curate.problem import (DTYPE_SHORT, INPUTS_MARKER, RUN_DTYPES, dumps, mined_inputs, replace_inputs,
+                            spec_in_dtype)
 from curate.harness.stage import StageRun, stage
 from curate.table import Rejections, read_problems
 
@@ -72,7 +89,7 @@ NEW_COLUMNS = {"variant": pl.Int64, "base_problem_id": pl.String, "shape_role": 
                "calib_ms": pl.Float64, "est_flops": pl.Int64, "est_bytes": pl.Int64,
                "est_peak_mb": pl.Float64, "mined_input_spec": pl.String, "mined_init_args": pl.String,
                "mined_calib_ms": pl.Float64,
-               "shape_variants": pl.String}
+               "shape_variants": pl.String, "dtype": pl.String, "input_repairs": pl.String}
 
 
 def resolve_device(device: str) -> str:
@@ -94,10 +111,45 @@ def resolve_device(device: str) -> str:
     raise ValueError(f"device {device!r} requested but CUDA is not available")
 
 
+#: The precisions problems are made in by default: float32 on the CPU (which times nothing at
+#: a GPU's sizes), float32 and bfloat16 on a GPU (training precision; KernelBench evaluates
+#: its problems in fp16 and bf16 too).
+CPU_DTYPES, GPU_DTYPES = "float32", "float32,bfloat16"
+
+
+def resolve_dtypes(dtypes: str | list[str] | None, device: str) -> list[str]:
+    """The precisions to make variants in, as torch names, float32 first when asked for.
+
+    Args:
+        dtypes: comma-separated names (``fp32,bf16``), a list of them, or None: ``float32``
+            on the CPU, ``float32`` and ``bfloat16`` on a GPU.
+        device: the resolved device (``cpu``, ``cuda[:n]``).
+    Raises:
+        ValueError: an unknown name, or none given.
+    """
+    from curate.verify.verifier import dtype_name
+
+    if dtypes is None:
+        dtypes = GPU_DTYPES if device.startswith("cuda") else CPU_DTYPES
+    items = dtypes.split(",") if isinstance(dtypes, str) else list(dtypes)
+    names = [dtype_name(x.strip()) for x in items if str(x).strip()]
+    if not names:
+        raise ValueError(f"dtypes must name at least one of {', '.join(RUN_DTYPES)}, got {dtypes!r}")
+    return sorted(set(names), key=RUN_DTYPES.index)
+
+
+def variant_id(base: str, dtype: str, n: int) -> str:
+    """The ``problem_id`` of shape ``n`` of a base problem's ``dtype`` variant: the float32
+    ones keep the ids they always had (``base``, ``base~v1``), the others carry the
+    precision's short name (``base~bf16``, ``base~bf16~v1``)."""
+    stem = base if dtype == "float32" else f"{base}~{DTYPE_SHORT[dtype]}"
+    return stem if n == 0 else f"{stem}~v{n}"
+
+
 @stage("diversify")
 def run(sr: StageRun, variants: int, band_ms: tuple[float, float], target_gpu: str,
         mem_budget_mb: int, device: str, workers: int | None, calibrate_workers: int | None,
-        timeout_s: float, mem_mb: int | None, executor: str,
+        dtypes: str | None, timeout_s: float, mem_mb: int | None, executor: str,
         ray_address: str | None) -> dict[str, Any]:
     """Plan (and on a GPU, calibrate) in-band shapes for ``OUT/dedup`` into ``OUT/diversify``.
 
@@ -114,14 +166,20 @@ def run(sr: StageRun, variants: int, band_ms: tuple[float, float], target_gpu: s
         calibrate_workers: GPU calibration processes (default
             :func:`curate.diversify.calibrate_pool.default_calibrate_workers`); several share
             the GPU through a lock and time each probe alone.
+        dtypes: the precisions to make a variant in (:func:`resolve_dtypes`): each problem
+            is planned, conformance-checked and calibrated in each, its model and floating
+            inputs cast to it; a variant that cannot run in one is a rejected row of that
+            variant, with the reason.
         timeout_s: wall-clock seconds to plan one problem (and to calibrate it on a GPU).
         mem_mb: address-space budget of a planning process (MiB); default 8192.
         executor: ``local`` (sandboxed processes here) or ``ray`` (a sandboxed Ray task per
             problem, :mod:`curate.executor`); calibration on a GPU runs on this host.
         ray_address: the Ray cluster to join (``executor="ray"``; None starts a local one).
     Returns:
-        The stage stats (:func:`curate.table.write_stage`) with ``rows_out``, ``band_ms``,
-        ``target_gpu``, ``device``, ``families``, ``shapes_histogram`` and ``before_est_ms``.
+        The stage stats (:func:`curate.table.write_stage`: ``in`` counts a problem once per
+        precision, ``kept`` the variants kept) with ``rows_out``, ``band_ms``,
+        ``target_gpu``, ``device``, ``dtypes``, ``problems_in``, ``kept_by_dtype``,
+        ``input_repairs``, ``families``, ``shapes_histogram`` and ``before_est_ms``.
     Raises:
         FileNotFoundError: no input table. ValueError: a bad band, variant count or GPU.
     """
@@ -132,17 +190,19 @@ def run(sr: StageRun, variants: int, band_ms: tuple[float, float], target_gpu: s
         raise ValueError("variants must be >= 1")
     gpu_profile(target_gpu)
     dev = resolve_device(device)
+    names = resolve_dtypes(dtypes, dev)
     df = read_problems(sr.input)
     rows = df.to_dicts()
     rejects = Rejections("diversify")
     budget = int(mem_budget_mb * 2**20)
     settings = {"variants": variants, "band": [lo, hi], "gpu": target_gpu, "mem_budget_mb": mem_budget_mb,
-                "timeout_s": timeout_s, "device": dev.split(":")[0], "plan": 2}
+                "timeout_s": timeout_s, "device": dev.split(":")[0], "plan": 3, "dtypes": names}
     journal = sr.journal(settings)
 
+    # a work item is one problem in one precision: (row index, dtype)
     parsed: dict[int, tuple[list, list]] = {}
-    plans: dict[int, dict[str, Any]] = {}
-    jobs: list[tuple[int, str, tuple]] = []
+    plans: dict[tuple[int, str], dict[str, Any]] = {}
+    jobs: list[tuple[tuple[int, str], str, tuple, dict]] = []
     for i, row in enumerate(rows):
         try:
             spec = json.loads(row["input_spec"])
@@ -156,91 +216,125 @@ def run(sr: StageRun, variants: int, band_ms: tuple[float, float], target_gpu: s
                 spec, init = small
                 row = rows[i] = {**row, "code": replace_inputs(row["code"], spec, init)}
         except (TypeError, ValueError, KeyError) as exc:
-            rejects.add(row, "bad_input_spec", str(exc))
+            for d in names:
+                rejects.add(_variant_of(row, d), "bad_input_spec", str(exc))
             continue
         parsed[i] = (spec, init)
-        key = content_key("plan", row.get("problem_id"), row.get("code"), spec, init)
-        if key in journal:
-            plans[i] = journal.get(key)
-            continue
-        args = (row.get("code") or "", init, spec, (lo, hi), target_gpu, budget, variants,
-                timeout_s * DEADLINE_SHARE)
-        jobs.append((i, key, args))
+        ours = INPUTS_MARKER in (row.get("code") or "")
+        for d in names:
+            run_dtype = None if d == "float32" else d
+            spec_d = spec_in_dtype(spec, run_dtype)
+            key = content_key("plan", row.get("problem_id"), row.get("code"), spec_d, init, run_dtype)
+            if key in journal:
+                plans[i, d] = journal.get(key)
+                continue
+            args = (row.get("code") or "", init, spec_d, (lo, hi), target_gpu, budget, variants,
+                    timeout_s * DEADLINE_SHARE)
+            jobs.append(((i, d), key, args, {"dtype": run_dtype, "repair_inputs": ours}))
 
-    stream = sr.sandboxed(plan_task, [(a, {}) for _, _, a in jobs], timeout_s=timeout_s,
+    stream = sr.sandboxed(plan_task, [(a, kw) for _, _, a, kw in jobs], timeout_s=timeout_s,
                           mem_mb=mem_mb or 8192)
     for j, outcome in sr.progress(stream, len(jobs), "plan"):
-        i, key, _ = jobs[j]
+        item, key, _, _ = jobs[j]
         res = outcome.value if outcome.ok else {"ok": False, "detail": f"{outcome.status}: {outcome.error}"}
-        plans[i] = res
+        plans[item] = res
         journal.add(key, res)
 
-    calib: dict[int, dict[str, Any]] = {}
+    calib: dict[tuple[int, str], dict[str, Any]] = {}
     if dev.startswith("cuda"):
         calib = _calibrate(sr, rows, parsed, plans, dev, (lo, hi), mem_budget_mb, timeout_s, journal,
                            calibrate_workers or default_calibrate_workers())
-    mined_ms = sorted(c["mined"]["ms"] for c in calib.values() if (c.get("mined") or {}).get("ms") is not None)
+    mined_ms = sorted(c["mined"]["ms"] for (_, d), c in calib.items()
+                      if d == names[0] and (c.get("mined") or {}).get("ms") is not None)
 
     kept: list[dict[str, Any]] = []
     hist: Counter = Counter()
     fams: Counter = Counter()
+    by_dtype: Counter = Counter()
+    repairs: Counter = Counter()
     before: list[float] = []
     kept_in = 0
     for i, row in enumerate(rows):
         if i not in parsed:
             continue
-        plan = plans[i]
-        if not plan.get("ok"):
-            rejects.add(row, plan.get("reason") or "original_fails", plan.get("detail", ""))
-            continue
-        if plan.get("original", {}).get("est_ms") is not None:
-            before.append(plan["original"]["est_ms"])
-        spec, init = parsed[i]
-        if INPUTS_MARKER not in (row.get("code") or ""):
-            kept.append(_mined_row(row, spec, init, plan, (lo, hi), target_gpu))
+        for d in names:
+            plan = plans[i, d]
+            if not plan.get("ok"):
+                rejects.add(_variant_of(row, d), plan.get("reason") or "original_fails", plan.get("detail", ""))
+                continue
+            if d == names[0] and plan.get("original", {}).get("est_ms") is not None:
+                before.append(plan["original"]["est_ms"])
+            spec, init = parsed[i]
+            spec = plan.get("input_spec") or spec_in_dtype(spec, None if d == "float32" else d)
+            if INPUTS_MARKER not in (row.get("code") or ""):
+                if plan.get("reject") and plan["reject"][0] == "input_insensitive":
+                    rejects.add(_variant_of(row, d), *plan["reject"])
+                    continue
+                kept.append(_mined_row(row, spec, init, plan, (lo, hi), target_gpu, d))
+                kept_in += 1
+                by_dtype[d] += 1
+                continue
+            shapes, reason = _final_shapes(plan, calib.get((i, d)), variants, (lo, hi))
+            if reason:
+                rejects.add(_variant_of(row, d), reason[0], reason[1])
+                continue
+            new = _rows(row, spec, init, shapes, (lo, hi), target_gpu, calib.get((i, d)), d,
+                        plan.get("input_repairs") or [])
+            kept.extend(new)
             kept_in += 1
-            continue
-        shapes, reason = _final_shapes(plan, calib.get(i), variants, (lo, hi))
-        if reason:
-            rejects.add(row, reason[0], reason[1])
-            continue
-        new = _rows(row, spec, init, shapes, (lo, hi), target_gpu, calib.get(i))
-        kept.extend(new)
-        kept_in += 1
-        hist[len(new)] += 1
-        fams[new[0]["shape_family"]] += 1
+            by_dtype[d] += 1
+            repairs.update(plan.get("input_repairs") or [])
+            if d == names[0]:
+                hist[len(new)] += 1
+                fams[new[0]["shape_family"]] += 1
 
     kept_df = _frame(kept, df)
+    rej_df = rejects.frame(df)
+    if "dtype" in rej_df.columns:
+        rej_df = rej_df.with_columns(pl.col("dtype").cast(pl.String))
     before.sort()
-    return sr.write(kept_df, rejects.frame(df), len(rows), kept_in=kept_in,
+    return sr.write(kept_df, rej_df, len(rows) * len(names), kept_in=kept_in,
                     extra={"variants_requested": variants, "band_ms": [lo, hi], "target_gpu": target_gpu,
-                           "device": dev, "mem_budget_mb": mem_budget_mb,
+                           "device": dev, "mem_budget_mb": mem_budget_mb, "dtypes": names,
+                           "problems_in": len(rows), "kept_by_dtype": dict(by_dtype),
+                           "input_repairs": dict(repairs.most_common()),
                            "shapes_histogram": {str(k): v for k, v in sorted(hist.items())},
                            "primary_families": dict(fams.most_common()),
                            "before_est_ms": _quantiles(before), "before_calib_ms": _quantiles(mined_ms),
                            "gpu": next((c.get("gpu") for c in calib.values() if c.get("gpu")), None)})
 
 
+def _variant_of(row: dict[str, Any], dtype: str) -> dict[str, Any]:
+    """A row standing for ``row``'s ``dtype`` variant (for its rejection): its id, base id
+    and precision."""
+    base = row.get("problem_id") or ""
+    return {**row, "problem_id": variant_id(base, dtype, 0), "base_problem_id": base, "dtype": dtype}
+
+
 def _calibrate(sr: StageRun, rows, parsed, plans, dev, band, mem_budget_mb, timeout_s,
-               journal, workers: int = 1) -> dict[int, dict]:
-    """Time each planned problem's shapes on the GPU (``workers`` persistent workers sharing
-    it, :mod:`curate.diversify.calibrate_pool`; a crash or hang ends that problem only)."""
+               journal, workers: int = 1) -> dict[tuple[int, str], dict]:
+    """Time each planned problem variant's shapes on the GPU, in its precision (``workers``
+    persistent workers sharing it, :mod:`curate.diversify.calibrate_pool`; a crash or hang
+    ends that variant only)."""
     todo, out = [], {}
-    for i, plan in plans.items():
+    for (i, d), plan in plans.items():
         if not plan.get("ok"):
             continue  # a rejected plan is still timed at its mined shape (the "before")
         if INPUTS_MARKER not in (rows[i].get("code") or ""):
             continue
-        spec, init = parsed[i]
-        key = content_key("calibrate", rows[i].get("problem_id"), rows[i].get("code"), plan.get("shapes"))
+        run_dtype = None if d == "float32" else d
+        spec = plan.get("input_spec") or spec_in_dtype(parsed[i][0], run_dtype)
+        init = parsed[i][1]
+        key = content_key("calibrate", rows[i].get("problem_id"), rows[i].get("code"), plan.get("shapes"),
+                          run_dtype)
         if key in journal:
-            out[i] = journal.get(key)
+            out[i, d] = journal.get(key)
             continue
-        todo.append((i, key, {"code": rows[i]["code"], "init_args": init, "input_spec": spec,
-                              "shapes": [] if plan.get("reject") else plan.get("shapes") or [],
-                              "band": list(band), "mem_budget_mb": mem_budget_mb,
-                              "deadline_s": timeout_s * DEADLINE_SHARE, "trials": 5, "warmup": 1,
-                              "max_probes": 3}))
+        todo.append(((i, d), key, {"code": rows[i]["code"], "init_args": init, "input_spec": spec,
+                                   "shapes": [] if plan.get("reject") else plan.get("shapes") or [],
+                                   "band": list(band), "mem_budget_mb": mem_budget_mb,
+                                   "deadline_s": timeout_s * DEADLINE_SHARE, "trials": 5, "warmup": 1,
+                                   "max_probes": 3, "dtype": run_dtype}))
     if not todo:
         return out
     results = calibrate_many(todo, dev, timeout_s, workers)
@@ -283,7 +377,8 @@ def _final_shapes(plan: dict, cal: dict | None, variants: int,
     return inband[:variants] + held[:1], None
 
 
-def _rows(row, spec0, init0, shapes, band, gpu, cal: dict | None) -> list[dict[str, Any]]:
+def _rows(row, spec0, init0, shapes, band, gpu, cal: dict | None, dtype: str = "float32",
+          repairs: list[str] | None = None) -> list[dict[str, Any]]:
     calibrated = cal is not None
     base = row["problem_id"]
     variants = dumps([{"input_spec": s["spec"], "init_args": s["init"], "heldout": s["role"] == "heldout"}
@@ -292,7 +387,8 @@ def _rows(row, spec0, init0, shapes, band, gpu, cal: dict | None) -> list[dict[s
     for n, s in enumerate(x for x in shapes if x["role"] != "heldout"):
         peak = s.get("peak_mb") if calibrated and s.get("peak_mb") is not None else s["peak_bytes"] / 2**20
         out.append({**row, "variant": n, "base_problem_id": base,
-                    "problem_id": base if n == 0 else f"{base}~v{n}",
+                    "problem_id": variant_id(base, dtype, n), "dtype": dtype,
+                    "input_repairs": ",".join(repairs or []) or None,
                     "input_spec": dumps(s["spec"]), "init_args": dumps(s["init"]),
                     "code": replace_inputs(row["code"], s["spec"], s["init"]),
                     "shape_role": s["role"], "shape_family": s["family"]["name"],
@@ -306,9 +402,10 @@ def _rows(row, spec0, init0, shapes, band, gpu, cal: dict | None) -> list[dict[s
     return out
 
 
-def _mined_row(row, spec, init, plan, band, gpu) -> dict[str, Any]:
+def _mined_row(row, spec, init, plan, band, gpu, dtype: str = "float32") -> dict[str, Any]:
     orig = plan.get("original", {})
     return {**row, "variant": 0, "base_problem_id": row["problem_id"], "shape_role": "primary",
+            "problem_id": variant_id(row["problem_id"], dtype, 0), "dtype": dtype, "input_repairs": None,
             "shape_family": "mined", "shape_source": "mined", "target_gpu": gpu, "band_lo_ms": band[0],
             "band_hi_ms": band[1], "est_ms": orig.get("est_ms"), "calib_ms": None,
             "est_flops": int(orig.get("flops") or 0), "est_bytes": int(orig.get("bytes") or 0),

@@ -263,6 +263,27 @@ def structure_section(table: pl.DataFrame) -> str:
     return "\n\n".join(parts)
 
 
+def precision_section(table: pl.DataFrame) -> str:
+    """Rows and base problems per ``dtype`` (the precision a row runs in, ``curate diversify
+    --dtypes``), with the median eager time of each, and how the reward compares outputs in
+    each."""
+    if not table.height:
+        return "No rows."
+    dtype = pl.col("dtype").fill_null("float32 (not recorded)") if "dtype" in table.columns \
+        else pl.lit("float32 (not recorded)")
+    per = (table.with_columns(dtype.alias("_dtype"))
+           .group_by("_dtype").agg(pl.len().alias("rows"), pl.col("base_problem_id").n_unique().alias("bases"),
+                                   pl.col("eager_ms").median().alias("eager"))
+           .sort("rows", descending=True))
+    rows = [[d, n, b, e] for d, n, b, e in per.iter_rows()]
+    return ("Each row runs in one precision (`dtype`): the reward casts the reference and the candidate "
+            "(floating parameters and buffers) and every floating-point input to it, as KernelBench's "
+            "harness does, and compares outputs with that precision's tolerances (1e-4 for float32, "
+            "1e-2 for float16 and bfloat16, plus a relative-L2 bound). A base problem's precisions are "
+            "in one split.\n\n"
+            + md_table(["dtype", "rows", "base problems", "median eager ms"], rows))
+
+
 def difficulty_section(splits: dict[str, pl.DataFrame]) -> str:
     frames = [df.select(pl.col("difficulty").fill_null("unranked"), "split", "pass_rate", "solver")
               for df in splits.values() if df.height]
@@ -440,6 +461,10 @@ near-duplicates of a problem and all shape variants of a base problem are in the
 ## Splits
 
 {split_table(splits)}
+
+## Precisions
+
+{precision_section(table)}
 
 ## Rows per stage
 

@@ -35,6 +35,7 @@ EXPECTED: dict[str, tuple[str, pl.DataType]] = {
     "est_flops": ("diversify", pl.Float64()),
     "est_bytes": ("diversify", pl.Int64()),
     "shape_variants": ("diversify", pl.String()),
+    "dtype": ("diversify", pl.String()),
     "eager_ms": ("measure", pl.Float64()),
     "compile_ms": ("measure", pl.Float64()),
     "inductor_speedup": ("measure", pl.Float64()),
@@ -112,8 +113,8 @@ VARIANTS_DTYPE = pl.List(pl.Struct({"input_spec": SPEC_DTYPE, "init_args": pl.St
 #: needs. Columns no stage of curate writes (added by a newer stage or by hand) follow them.
 DEFAULT_COLUMNS = (
     "problem_id", "name", "split", "code", "prompt", "prompt_tokens", "input_spec", "init_args",
-    "shape_variants", "eager_ms", "compile_ms", "inductor_speedup", "gpu", "difficulty", "difficulty_score",
-    "speedup_headroom", "level", "category",
+    "shape_variants", "dtype", "eager_ms", "compile_ms", "inductor_speedup", "gpu", "difficulty",
+    "difficulty_score", "speedup_headroom", "level", "category",
     "base_problem_id", "variant", "dedup_cluster", "source", "contaminated_by",
 )
 #: Columns of the ``measurements`` config (joined to ``default`` on ``problem_id``): how rows

@@ -30,12 +30,26 @@ Reply with the complete Python module (imports, kernels and `class ModelNew`) in
 """
 
 
-def build_prompt(reference_code: str) -> str:
-    """The user message for one problem: the instruction, then the reference in a code block.
+#: The sentence stating a problem's precision, for problems run in a lower one than float32
+#: (``curate diversify --dtypes``): what the verifier does with ``dtype``
+#: (:func:`curate.verify.verify`), as KernelBench's harness does for its precision setting.
+PRECISION = """\
+Precision: this problem runs in {dtype}. The harness casts `Model` and `ModelNew` with \
+`.to(torch.{dtype})` (every floating-point parameter and buffer) and every floating-point \
+input to torch.{dtype}; integer inputs are kept. `ModelNew.forward` must return {dtype} \
+outputs, compared with {dtype} tolerances; accumulating in float32 inside a kernel is fine.
+"""
+
+
+def build_prompt(reference_code: str, dtype: str | None = None) -> str:
+    """The user message for one problem: the instruction, the precision it runs in when
+    that is not float32, then the reference in a code block.
 
     Args:
         reference_code: KernelBench-format source (``Model``, ``get_inputs``,
             ``get_init_inputs``), as in the ``code`` column.
+        dtype: the torch name of the precision the problem runs in (the ``dtype`` column:
+            ``"bfloat16"``, ``"float16"``); None or ``"float32"``: no precision sentence.
     Returns:
         The prompt text (str).
     Raises:
@@ -43,4 +57,5 @@ def build_prompt(reference_code: str) -> str:
     """
     if not reference_code or not reference_code.strip():
         raise ValueError("empty reference code")
-    return (f"{INSTRUCTION}\nReference program:\n\n```python\n{reference_code.strip()}\n```\n")
+    precision = PRECISION.format(dtype=dtype) + "\n" if dtype and dtype != "float32" else ""
+    return (f"{INSTRUCTION}\n{precision}Reference program:\n\n```python\n{reference_code.strip()}\n```\n")

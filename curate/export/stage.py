@@ -109,7 +109,7 @@ def run(sr: StageRun, name: str, val_fraction: float, test_fraction: float, seed
     else:
         rows = rows.with_columns(pl.lit(False).alias("pruned"),
                                  pl.col("code").str.len_chars().cast(pl.Int64).alias("code_chars_unpruned"))
-    prompts = [build_prompt(c) for c in rows["code"].to_list()]
+    prompts = [build_prompt(c, d) for c, d in zip(rows["code"].to_list(), rows["dtype"].to_list())]
     rows = rows.with_columns(pl.Series("prompt", prompts, dtype=pl.String),
                              pl.Series("prompt_tokens", count_tokens(prompts), dtype=pl.Int64))
     if max_prompt_tokens is not None:

@@ -6,7 +6,8 @@ write parquet rows with ``data_source`` (str, selects the reward function),
 ``reward_model`` (``{"style": "rule", "ground_truth": ...}``) and ``extra_info`` (a dict
 passed through to the reward function). Here ``ground_truth`` is the reference program
 and ``extra_info`` carries what :func:`curate.reward.compute_score` needs to verify and
-time a candidate (constructor arguments, input spec, shape variants, baseline runtimes).
+time a candidate (constructor arguments, input spec, shape variants, the precision the
+problem runs in, ``dtype``, and baseline runtimes).
 TRL's ``GRPOTrainer`` reads the same file: it takes ``prompt`` as a conversational
 prompt and passes the other columns to reward functions as keyword arguments.
 """
@@ -24,7 +25,7 @@ ABILITY = "gpu_kernel"
 # extra_info fields, in order; all come from the normalized problem table
 EXTRA_FIELDS = (
     "split", "index", "problem_id", "name", "base_problem_id", "variant", "dedup_cluster",
-    "init_args", "input_spec", "shape_variants", "eager_ms", "compile_ms", "inductor_speedup",
+    "init_args", "input_spec", "shape_variants", "dtype", "eager_ms", "compile_ms", "inductor_speedup",
     "gpu", "device", "torch_version", "peak_mem_mb", "difficulty", "difficulty_score", "speedup_headroom",
     "pass_rate", "prompt_tokens",
 )
@@ -46,8 +47,9 @@ def verl_frame(split_df: pl.DataFrame, data_source: str) -> pl.DataFrame:
     """
     df = split_df.with_row_index("index").with_columns(pl.col("index").cast(pl.Int64))
     if "prompt" not in df.columns:
-        df = df.with_columns(pl.col("code").map_elements(build_prompt, return_dtype=pl.String)
-                             .alias("prompt"))
+        dtypes = df["dtype"].to_list() if "dtype" in df.columns else [None] * df.height
+        df = df.with_columns(pl.Series("prompt", [build_prompt(c, d) for c, d in zip(df["code"].to_list(), dtypes)],
+                                       dtype=pl.String))
     if "prompt_tokens" not in df.columns:
         df = df.with_columns(pl.lit(None, dtype=pl.Int64).alias("prompt_tokens"))
     prompt_text = pl.col("prompt")

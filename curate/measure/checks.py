@@ -1,10 +1,12 @@
 """Output checks shared by the measure stage, diversify's validation and the GPU worker.
 
-Imports only torch and the standard library (the GPU machine lacks the rest of curate's
-dependencies).
+Imports only torch, the standard library and the verifier's torch-only comparison
+(:mod:`curate.verify.correctness`): the GPU machine lacks the rest of curate's dependencies.
 
-Tolerances follow KernelBench's correctness check (ScalingIntelligence/KernelBench eval):
-1e-4 absolute and relative for fp32, 1e-2 for fp16/bf16.
+Tolerances for "the same result" follow KernelBench's correctness check
+(ScalingIntelligence/KernelBench eval): 1e-4 absolute and relative for fp32, 1e-2 for
+fp16/bf16. Whether a constant answer would pass (:func:`constant_answer`) is the verifier's
+own test, with its tolerances.
 """
 
 from __future__ import annotations
@@ -17,10 +19,6 @@ import torch
 #: (rtol, atol) by dtype for "the same result" (determinism).
 SAME_TOL = {torch.float16: (1e-2, 1e-2), torch.bfloat16: (1e-2, 1e-2)}
 DEFAULT_SAME_TOL = (1e-4, 1e-4)
-#: (rtol, atol) below which outputs for *different* inputs count as the same: a constant
-#: output would then pass a candidate's correctness check (KernelBench issue 165). The looser
-#: 1e-2 used by CUDA-Agent's verifier is taken so that any verifier setting is covered.
-INSENSITIVE_TOL = (1e-2, 1e-2)
 
 
 def flatten(out: Any) -> list[Any]:
@@ -127,3 +125,53 @@ def close(a: Any, b: Any, tol: tuple[float, float] | None = None) -> bool:
             if not same:
                 return False
     return True
+
+
+#: Elements of one output tensor the constant-answer test compares at most: a larger one is
+#: compared on this many evenly strided positions, the same in every draw (the test compares
+#: six answers with five draws in float64; on a 4M-element output that took 10 s of a CPU
+#: core, against 0.2 s on the sample, whose verdict differs only for an output constant
+#: everywhere but between the sampled positions).
+CONSTANT_SAMPLE = 2**16
+
+
+def _sampled(out: Any) -> Any:
+    """``out`` with each tensor leaf over :data:`CONSTANT_SAMPLE` elements replaced by an
+    evenly strided sample of them (flattened); other leaves and the nesting kept."""
+    if isinstance(out, torch.Tensor):
+        n = out.numel()
+        if n <= CONSTANT_SAMPLE:
+            return out
+        return out.detach().reshape(-1)[:: -(-n // CONSTANT_SAMPLE)]
+    if isinstance(out, (list, tuple)) and not hasattr(out, "_fields"):
+        return type(out)(_sampled(o) for o in out)
+    if isinstance(out, dict):
+        return {k: _sampled(v) for k, v in out.items()}
+    return out
+
+
+def constant_answer(outputs: list[Any]) -> tuple[float, str]:
+    """Whether a constant answer would pass the reward's correctness check on these outputs.
+
+    Args:
+        outputs: one problem's outputs on independent draws of weights and inputs (as the
+            verifier draws them on each call; :data:`curate.verify.verifier.N_TRIALS` of
+            them, the input sets a verifier call compares); tensors over
+            :data:`CONSTANT_SAMPLE` elements are compared on a strided sample.
+    Returns:
+        ``(margin, detail)``: ``margin`` is
+        :func:`curate.verify.correctness.constant_answer_margin` (how far the best
+        input-independent answer, another draw's output or the draws' mean, is from passing
+        the verifier's dtype-aware test, as a ratio to its tolerance); ``detail`` is the
+        ``input_insensitive`` reject detail when ``margin <= 1`` (a constant passes), else "".
+    Raises:
+        ValueError: fewer than two outputs.
+    """
+    from curate.verify.correctness import constant_answer_margin
+
+    margin = constant_answer_margin([_sampled(o) for o in outputs])
+    if margin > 1:
+        return margin, ""
+    return margin, (f"a constant answer passes the verifier's correctness check on {len(outputs)} "
+                    f"draws of weights and inputs (margin {margin:.3g}: the best constant's error "
+                    f"is {margin:.3g}x the tolerance)")

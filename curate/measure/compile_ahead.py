@@ -43,7 +43,8 @@ _MEMORY_MARKERS = ("out of memory", "can't allocate memory", "MemoryError")
 
 def precompile(code: str, input_spec: list | None = None, init_args: list | None = None, *,
                device: str = "cuda", seed: int = 0, name: str = "problem", lock: Any = None,
-               dynamic_dims: list | None = None, **_ignored: Any) -> dict[str, Any]:
+               dynamic_dims: list | None = None, dtype: str | None = None,
+               **_ignored: Any) -> dict[str, Any]:
     """Compile one problem as :func:`curate.measure.core.measure_problem` will, so its
     compile becomes a cache hit there.
 
@@ -52,6 +53,7 @@ def precompile(code: str, input_spec: list | None = None, init_args: list | None
             same values give the same graphs, hence the same cache keys); other task keys
             are ignored, so a measurement task can be passed as it is.
         dynamic_dims: as in ``measure_problem`` (input dimensions marked dynamic).
+        dtype: as in ``measure_problem`` (the precision the problem runs in).
         lock: the GPU lock (:class:`curate.measure.gpu_lock.GpuLock`); None: no lock.
     Returns:
         ``{"status": "ok" | "error" | "memory" | "crash", "detail": str, "seconds": float,
@@ -72,8 +74,8 @@ def precompile(code: str, input_spec: list | None = None, init_args: list | None
         ns = load_problem(code, name)
         init = list(init_args) if init_args is not None else list(ns["get_init_inputs"]())
         with lock.shared():
-            state["model"] = _build_model(ns, init, dev, seed)
-            state["inputs"] = _make_inputs(ns, input_spec, dev, seed + 1)
+            state["model"] = _build_model(ns, init, dev, seed, dtype)
+            state["inputs"] = _make_inputs(ns, input_spec, dev, seed + 1, dtype)
             synchronize(dev)
         torch._dynamo.reset()
         before = _cache_counts()

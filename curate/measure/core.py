@@ -13,7 +13,10 @@ Order of work (a failing step stops the rest when ``stop_on_reject``):
 3. checks: tensors in the output (``no_output``), finite (``non_finite_output``), the same output
    for a second call on the same inputs without reseeding (``non_deterministic``: dropout in
    training mode, random ops), a different output for other weights and inputs
-   (``input_insensitive``: near-constant outputs a constant candidate would match);
+   (``input_insensitive``: a constant answer, another draw's output or the mean of the
+   draws, passes the verifier's own correctness check on as many fresh draws of weights and
+   inputs as a verifier call compares; ``constant_margin`` in the result says by how much
+   the best constant misses, see :func:`curate.measure.checks.constant_answer`);
 4. eager timing (see :mod:`curate.measure.timing`), then the runtime band
    (``too_fast``/``too_slow``);
 5. TorchInductor: ``torch.compile(model)`` (default mode), the first call timed as
@@ -39,6 +42,7 @@ Imports only torch, the standard library and curate's torch-only modules.
 from __future__ import annotations
 
 import gc
+import math
 import time
 import traceback
 from typing import Any
@@ -51,7 +55,8 @@ from curate.measure.gpu_lock import held
 from curate.measure.profile import library_share
 from curate.measure.timing import (L2Flush, plan_trials, summarize, synchronize, time_calls,
                                    time_cuda_graph)
-from curate.problem import ProblemLoadError, build_inputs, load_problem
+from curate.problem import ProblemLoadError, build_inputs, cast_floating, load_problem
+from curate.verify.verifier import N_TRIALS as CONSTANT_DRAWS
 
 _FLUSH: dict[str, L2Flush] = {}
 _MEMORY_MARKERS = ("out of memory", "can't allocate memory", "std::bad_alloc", "MemoryError")
@@ -133,20 +138,26 @@ def _failure(exc: BaseException, default: str, dev: torch.device) -> _Stop:
     return _Stop(default, _describe(exc))
 
 
-def _make_inputs(ns: dict, input_spec: list | None, dev: torch.device, seed: int) -> list[Any]:
+def _make_inputs(ns: dict, input_spec: list | None, dev: torch.device, seed: int,
+                 dtype: str | None = None) -> list[Any]:
+    """The forward's inputs on ``dev`` (floating-point ones cast to ``dtype`` when given)."""
     if input_spec is not None:
-        return build_inputs(input_spec, str(dev), seed=seed)
+        return cast_floating(build_inputs(input_spec, str(dev), seed=seed), dtype)
     torch.manual_seed(seed)
     with torch.device(dev):
         vals = list(ns["get_inputs"]())
-    return [v.to(dev) if isinstance(v, torch.Tensor) else v for v in vals]
+    return cast_floating([v.to(dev) if isinstance(v, torch.Tensor) else v for v in vals], dtype)
 
 
-def _build_model(ns: dict, init_args: list, dev: torch.device, seed: int) -> torch.nn.Module:
+def _build_model(ns: dict, init_args: list, dev: torch.device, seed: int,
+                 dtype: str | None = None) -> torch.nn.Module:
+    """``Model(*init_args)`` built on ``dev`` under ``seed`` (cast to ``dtype`` when given:
+    floating parameters and buffers, as a harness run in that precision does)."""
     torch.manual_seed(seed)
     with torch.device(dev):
         model = ns["Model"](*init_args)
-    return model.to(dev)
+    model = model.to(dev)
+    return model.to(getattr(torch, dtype)) if dtype else model
 
 
 #: The lock timed trials hold exclusively (see :mod:`curate.measure.gpu_lock`); a worker
@@ -205,7 +216,7 @@ def measure_problem(code: str, input_spec: list | None = None, init_args: list |
                     cuda_graph: str = "auto", precompile: dict | None = None,
                     suspicious_speedup: float = SUSPICIOUS_SPEEDUP, conform: bool = False,
                     conform_trials: int = 2, dynamic_dims: list | None = None,
-                    autotune_ms: float | None = None) -> dict[str, Any]:
+                    autotune_ms: float | None = None, dtype: str | None = None) -> dict[str, Any]:
     """Check and time one KernelBench-format problem on ``device``.
 
     Args:
@@ -218,8 +229,8 @@ def measure_problem(code: str, input_spec: list | None = None, init_args: list |
             the Inductor baseline is part of the problem's metadata).
         trials, warmup, budget_s: see :func:`curate.measure.timing.time_calls`.
         min_ms, max_ms: runtime band of the eager median (ms).
-        seed: model weights use ``seed`` (and ``seed + 2`` for the sensitivity check),
-            inputs ``seed + 1`` (and ``seed + 3``).
+        seed: model weights use ``seed`` (and ``seed + 2k`` for draw ``k`` of the
+            constant-answer check), inputs ``seed + 1`` (and ``seed + 2k + 1``).
         checks_on: run the output checks (step 3).
         stop_on_reject: stop at the first failed check; otherwise keep timing and list every
             failed check in ``flags`` (benchmarks use this to time every problem).
@@ -245,13 +256,18 @@ def measure_problem(code: str, input_spec: list | None = None, init_args: list |
             autotunes a kernel at its first call (:mod:`curate.measure.autotune`); None:
             Inductor's own (25 ms on torch 2.11). The result's ``autotune_ms`` is the cap in
             force.
+        dtype: run the problem in this precision (``"bfloat16"``, ``"float16"``,
+            ``"float32"``): the model is cast to it (floating parameters and buffers) and so is
+            every floating-point input, as KernelBench's harness does for its precision
+            setting; the conformance check runs so too. None: as the problem defines.
     Returns:
         dict with ``reason`` (None when the problem passed), ``detail``, ``flags``, ``notes``,
         ``fatal``, ``device``, ``gpu``, ``torch_version``, ``eager`` and ``compile`` (timing
         summaries in ms or None), ``eager_graph``/``compile_graph`` (CUDA-graph replay
         summaries or None), ``compile_s``, ``compile_error``, ``compile_max_abs_diff``,
         ``compile_cache`` (Inductor FX-graph cache hits and misses of this compile),
-        ``peak_mem_mb``, ``profile`` (see :func:`curate.measure.profile.library_share`, or
+        ``peak_mem_mb``, ``constant_margin`` (see :func:`curate.measure.checks.constant_answer`;
+        None when the checks did not get that far), ``profile`` (see :func:`curate.measure.profile.library_share`, or
         None), ``seconds`` (wall seconds per step: load, checks, eager, profile, compile,
         compile_timing, graph, cleanup), ``inner_s`` (the whole call), ``timed_ms``
         (time inside timed trials, ms), ``lock_wait_s`` and ``shared_wait_s`` (seconds waiting
@@ -276,7 +292,7 @@ def measure_problem(code: str, input_spec: list | None = None, init_args: list |
         "eager_graph": None, "compile_graph": None, "graph_error": None,
         "compile_s": None, "compile_error": None, "compile_max_abs_diff": None,
         "compile_cache": None, "peak_mem_mb": None, "profile": None, "seconds": {},
-        "timed_ms": 0.0, "conformance": None,
+        "timed_ms": 0.0, "conformance": None, "constant_margin": None,
     }
     waited0 = _LOCK.waited["exclusive"] if _LOCK is not None else 0.0
     shared0 = _LOCK.waited["shared"] if _LOCK is not None else 0.0
@@ -287,7 +303,7 @@ def measure_problem(code: str, input_spec: list | None = None, init_args: list |
             "seed": seed, "checks_on": checks_on, "profile": profile and dev.type == "cuda",
             "cuda_graph": cuda_graph if dev.type == "cuda" else "off", "precompile": precompile,
             "suspicious_speedup": suspicious_speedup, "conform": conform, "conform_trials": conform_trials,
-            "dynamic_dims": dynamic_dims}
+            "dynamic_dims": dynamic_dims, "dtype": dtype}
     if inductor:
         from curate.measure.autotune import cap_benchmark_ms
 
@@ -363,7 +379,8 @@ def _run(res, state, flag, code, input_spec, init_args, dev, name, opts) -> None
     if opts["conform"]:
         t = time.perf_counter()
         with _shared():
-            res["conformance"] = conf = conformance_check(code, str(dev), opts["conform_trials"])
+            res["conformance"] = conf = conformance_check(code, str(dev), opts["conform_trials"],
+                                                          dtype=opts["dtype"])
         secs["conformance"] = time.perf_counter() - t
         if conf["reason"]:
             if dev.type == "cuda" and any(m in conf["detail"] for m in _CUDA_ERROR_MARKERS):
@@ -387,9 +404,9 @@ def _run(res, state, flag, code, input_spec, init_args, dev, name, opts) -> None
             base = torch.cuda.memory_allocated(dev)
         else:
             base = _reset_peak_rss()
-        model = _build_model(ns, init, dev, seed)
+        model = _build_model(ns, init, dev, seed, opts["dtype"])
         state["model"] = model
-        inputs = _make_inputs(ns, input_spec, dev, seed + 1)
+        inputs = _make_inputs(ns, input_spec, dev, seed + 1, opts["dtype"])
         state["inputs"] = inputs
         state["step"] = "forward_fails"
         with torch.no_grad():
@@ -404,7 +421,7 @@ def _run(res, state, flag, code, input_spec, init_args, dev, name, opts) -> None
         t = time.perf_counter()
         try:
             with _shared():
-                _checks(flag, ns, model, out, input_spec, init, dev, seed)
+                _checks(flag, res, ns, model, out, input_spec, init, dev, seed, opts["dtype"])
         finally:
             secs["checks"] = time.perf_counter() - t
 
@@ -459,25 +476,30 @@ def _graph_time(res, key, fn, dev, opts, flush) -> None:
     res["seconds"]["graph"] = res["seconds"].get("graph", 0.0) + time.perf_counter() - t
 
 
-def _checks(flag, ns, model, out, input_spec, init, dev, seed) -> None:
+def _checks(flag, res, ns, model, out, input_spec, init, dev, seed, dtype=None) -> None:
     if not checks.tensors(out):
         flag("no_output", f"forward returned {type(out).__name__} without tensors")
     if not checks.all_finite(out):
         flag("non_finite_output", "NaN or inf in the output")
     with torch.no_grad():
-        again = model(*_make_inputs(ns, input_spec, dev, seed + 1))
+        again = model(*_make_inputs(ns, input_spec, dev, seed + 1, dtype))
     if not checks.close(out, again):
         flag("non_deterministic",
              f"two calls on the same inputs differ by up to {checks.max_abs_diff(out, again):.3g}")
     del again
-    other = _build_model(ns, init, dev, seed + 2)
-    with torch.no_grad():
-        out_b = other(*_make_inputs(ns, input_spec, dev, seed + 3))
-    if checks.close(out, out_b, checks.INSENSITIVE_TOL):
-        flag("input_insensitive",
-             "outputs for different weights and inputs agree within rtol=atol=1e-2 "
-             f"(max diff {checks.max_abs_diff(out, out_b):.3g})")
-    del other, out_b
+    # the verifier's test of a constant answer, on as many fresh draws of weights and inputs
+    # as a verifier call compares: draw k uses weights seed + 2k and inputs seed + 2k + 1
+    outs = [out]
+    for k in range(1, CONSTANT_DRAWS):
+        other = _build_model(ns, init, dev, seed + 2 * k, dtype)
+        with torch.no_grad():
+            outs.append(other(*_make_inputs(ns, input_spec, dev, seed + 2 * k + 1, dtype)))
+        del other
+    margin, detail = checks.constant_answer(outs)
+    res["constant_margin"] = margin if math.isfinite(margin) else None
+    del outs
+    if detail:
+        flag("input_insensitive", detail)
 
 
 def mark_dynamic(inputs: list[Any], dims: list) -> bool:

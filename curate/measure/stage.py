@@ -29,6 +29,9 @@ library kernels, from the profiler), ``kernels`` (GPU kernels one eager forward 
 about 0.5 the row is host-bound, its time mostly Python and kernel launches, and such rows'
 medians move most from run to run: a median 41% against 3.5% for rows over 0.8, two runs on
 one H100, ``benchmarks/h100-measure-throughput.md``),
+``constant_margin`` (how far the best constant answer is from passing the verifier's
+correctness check on fresh draws of weights and inputs, as a ratio to its tolerance: at most
+1 is rejected ``input_insensitive``; :func:`curate.measure.checks.constant_answer`),
 ``compile_cache_hit`` (the measure worker's compile was an Inductor cache hit, thanks to
 compile-ahead) and ``measure_notes`` (comma-separated labels that reject nothing:
 ``retimed``, ``suspicious_speedup``, ``graph_capture_failed``).
@@ -36,7 +39,9 @@ compile-ahead) and ``measure_notes`` (comma-separated labels that reject nothing
 Before timing, each row runs as a KernelBench-style harness runs it, on the measure device
 (:mod:`curate.conform`: plain ``exec``, two seeded builds, one output tensor); its reasons
 (``exec_fails``, ``non_tensor_output``, ``seed_unstable``, ...) reject the row, and a pass
-appends ``<torch version>@<device>`` to ``checked_torch``.
+appends ``<torch version>@<device>`` to ``checked_torch``. A row of a precision variant
+(``dtype`` other than float32, ``curate diversify --dtypes``) is checked and timed in that
+precision: its model and floating-point inputs cast to it.
 
 Reject reasons: see :mod:`curate.measure.core` (``cuda_error`` for an illegal address or a
 device-side assert, ``memory`` past the worker's memory limit ...), plus ``timeout``/
@@ -67,7 +72,7 @@ from curate.table import Rejections, read_problems
 FLOAT_COLUMNS = ("eager_ms", "eager_mean_ms", "eager_std_ms", "eager_p10_ms", "eager_p90_ms",
                  "compile_ms", "compile_std_ms", "compile_s", "inductor_speedup",
                  "peak_mem_mb", "measure_s", "eager_cv", "compile_cv", "eager_graph_ms",
-                 "compile_graph_ms", "library_share", "gpu_busy_share")
+                 "compile_graph_ms", "library_share", "gpu_busy_share", "constant_margin")
 STRING_COLUMNS = ("compile_error", "gpu", "device", "torch_version", "measure_notes", "checked_torch")
 INT_COLUMNS = ("trials", "kernels")
 
@@ -112,7 +117,7 @@ def result_columns(res: dict[str, Any]) -> dict[str, Any]:
         "inductor_speedup": (e_ms / c_ms) if e_ms and c_ms else None,
         "compile_error": (res.get("compile_error") or None) and res["compile_error"][:2000],
         "gpu": res.get("gpu"), "device": res.get("device"), "torch_version": res.get("torch_version"),
-        "peak_mem_mb": res.get("peak_mem_mb"),
+        "peak_mem_mb": res.get("peak_mem_mb"), "constant_margin": res.get("constant_margin"),
         "trials": int(eager["n"]) if eager.get("n") is not None else None,
         "measure_s": res.get("wall_s", sum((res.get("seconds") or {}).values())),
         "eager_cv": eager.get("cv"), "compile_cv": comp.get("cv"),
@@ -191,7 +196,8 @@ def run(sr: StageRun, device: str, inductor: bool | None, min_ms: float, max_ms:
             sizes in minutes.
         min_shapes: a base problem whose shapes diversify aimed at a band (``shape_role``)
             keeps its rows only while its primary row and at least this many rows (or all it
-            was given, if fewer) are kept; the rest are rejected ``too_few_shapes``.
+            was given, if fewer) are kept; the rest are rejected ``too_few_shapes``. Each
+            precision variant (``dtype``) is held so on its own.
         conform: run each problem as a KernelBench-style harness does first, on the measure
             device (:mod:`curate.conform`); a failure rejects the row with its reason, a pass
             appends ``<torch version>@<device>`` to ``checked_torch``.
@@ -269,7 +275,8 @@ def run(sr: StageRun, device: str, inductor: bool | None, min_ms: float, max_ms:
                 code = replace_inputs(code, spec, init)
             except ValueError:
                 pass
-        key = content_key(row.get("problem_id"), code, spec, init)
+        key = content_key(row.get("problem_id"), code, spec, init,
+                          *([row["dtype"]] if row.get("dtype") not in (None, "float32") else []))
         if key in journal:
             results[i] = journal.get(key)
             continue
@@ -278,6 +285,8 @@ def run(sr: StageRun, device: str, inductor: bool | None, min_ms: float, max_ms:
                     warmup=warmup, min_ms=min_ms, max_ms=max_ms, budget_s=budget_s,
                     cuda_graph=cuda_graph, profile=profile, name=str(row.get("problem_id") or i),
                     conform=conform, autotune_ms=autotune_cap)
+        if row.get("dtype") not in (None, "float32"):  # a precision variant (diversify --dtypes)
+            task["dtype"] = row["dtype"]
         if i in dynamic:
             task["dynamic_dims"] = dynamic[i]
         jobs.append((i, key, task))
@@ -330,19 +339,19 @@ def _hold_to_shapes(kept: list[dict[str, Any]], rows: list[dict[str, Any]], reje
                     min_shapes: int) -> list[dict[str, Any]]:
     """``kept`` without the rows of base problems left with no primary shape or fewer than
     ``min_shapes`` shapes (those rows go to ``rejects`` as ``too_few_shapes``)."""
-    given: dict[str, int] = {}
+    given: dict[tuple, int] = {}
     for r in rows:
         if r.get("shape_role") and r.get("base_problem_id"):
-            given[r["base_problem_id"]] = given.get(r["base_problem_id"], 0) + 1
+            given[_group(r)] = given.get(_group(r), 0) + 1
     if not given:
         return kept
-    have: dict[str, list[dict[str, Any]]] = {}
+    have: dict[tuple, list[dict[str, Any]]] = {}
     for r in kept:
-        if r.get("base_problem_id") in given and r.get("shape_role"):
-            have.setdefault(r["base_problem_id"], []).append(r)
+        if _group(r) in given and r.get("shape_role"):
+            have.setdefault(_group(r), []).append(r)
     out = []
     for r in kept:
-        base = r.get("base_problem_id")
+        base = _group(r)
         if base not in given or not r.get("shape_role"):
             out.append(r)
             continue
@@ -354,6 +363,12 @@ def _hold_to_shapes(kept: list[dict[str, Any]], rows: list[dict[str, Any]], reje
             rejects.add(r, "too_few_shapes", f"{len(mine)} of the base problem's {given[base]} shapes kept "
                         f"({need} and the primary needed)")
     return out
+
+
+def _group(row: dict[str, Any]) -> tuple:
+    """The shapes held together: a base problem's rows in one precision (each precision
+    variant stands or falls on its own)."""
+    return row.get("base_problem_id"), row.get("dtype") or "float32"
 
 
 def _hold_to_band(row: dict[str, Any], res: dict[str, Any]) -> dict[str, Any]:

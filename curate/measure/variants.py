@@ -41,10 +41,10 @@ def dynamic_dims_by_row(rows: list[dict[str, Any]]) -> dict[int, list[list[int]]
     same constructor arguments, the dimensions its variants differ in (:func:`varying_dims`).
     Rows without a ``base_problem_id``, with unreadable specs, or whose base problem's
     variants cannot share a graph are left out (they compile static)."""
-    groups: dict[str, list[int]] = defaultdict(list)
+    groups: dict[tuple, list[int]] = defaultdict(list)
     for i, row in enumerate(rows):
-        if row.get("base_problem_id"):
-            groups[row["base_problem_id"]].append(i)
+        if row.get("base_problem_id"):  # each precision variant compiles its own graphs
+            groups[row["base_problem_id"], row.get("dtype") or "float32"].append(i)
     out: dict[int, list[list[int]]] = {}
     for members in groups.values():
         if len(members) < 2 or len({rows[i].get("init_args") or "" for i in members}) > 1:

@@ -84,8 +84,8 @@ def dead_result(reason: str, detail: str, device: str, wall_s: float = 0.0,
             "device": device, "gpu": None, "torch_version": None, "eager": None, "compile": None,
             "eager_graph": None, "compile_graph": None, "compile_s": None,
             "compile_error": None, "compile_max_abs_diff": None, "compile_cache": None,
-            "peak_mem_mb": None, "profile": None, "seconds": {}, "timed_ms": 0.0,
-            "wall_s": wall_s}
+            "peak_mem_mb": None, "constant_margin": None, "profile": None, "seconds": {},
+            "timed_ms": 0.0, "wall_s": wall_s}
 
 
 def _serve(conn, device: str, env: dict[str, str], quiet: bool, mem_mb: int | None,

@@ -12,7 +12,12 @@ input's shape.
 
 A found problem must also be deterministic (two runs under different random seeds agree;
 dropout left on in a layer the constructor cannot switch off is handled by putting the model
-in eval mode, anything else is ``random_output``) and produce finite outputs.
+in eval mode, anything else is ``random_output``) and produce finite outputs. Its output
+should depend on its inputs (:func:`curate.mine.checks.sensitive_inputs`, the verifier's
+constant-answer test): size-1 input axes are grown where that makes it so, and otherwise the
+next construction is tried (``PairwiseDistance(p=0)`` counts nonzeros whatever the input;
+its defaults do not); when none does, the first construction found is kept for diversify's
+judgement (:mod:`curate.sensitivity`).
 
 The pieces, one module each: constructor arguments (:mod:`curate.mine.construct`), first
 input guesses (:mod:`curate.mine.inputs`), static analysis of ``forward``
@@ -38,7 +43,7 @@ from torch import nn
 
 from curate.conform import check as conformance_check
 from curate.conform import misuse_pattern
-from curate.mine.checks import _finite, _outputs_ok, determinism, main_tensor
+from curate.mine.checks import _finite, _outputs_ok, determinism, main_tensor, sensitive_inputs
 from curate.mine.codegen import (
     EXEC_SAFE_LINE,
     _forward_wrapper,
@@ -93,6 +98,12 @@ from curate.problem import assemble, build_inputs, exec_source, load_problem
 __all__ = ["EXEC_SAFE_LINE", "ConstructorSearch", "SynthesisError", "blame", "find_inputs", "synthesis_version",
            "synthesize", "synthesize_task"]
 
+
+
+#: Share of the synthesis budget the constant-answer test of found inputs may take (four more
+#: forwards; torch's Transformer takes 5 s a forward on a loaded 2-core machine, and its
+#: synthesis ran past the 30 s limit without this).
+SENSITIVITY_SHARE = 0.1
 
 
 def find_inputs(module: nn.Module, kwargs: dict[str, Any], budget_s: float,
@@ -284,7 +295,7 @@ def _synthesize(closure_source: str, class_name: str, doc: str, budget_s: float 
     search = ConstructorSearch(cls, ns, fill_empty=needs_filled_empty(closure_source))
     deadline = t0 + budget_s
     failures: list[SynthesisError] = []
-    found = None
+    found = insensitive = None
     for _ in range(5):  # constructions tried; each gets part of the remaining budget
         got = search.next(deadline - 0.2 * budget_s)
         if got is None:
@@ -297,6 +308,13 @@ def _synthesize(closure_source: str, class_name: str, doc: str, budget_s: float 
         try:
             specs, out = find_inputs(module, kwargs, max(1.0, 0.5 * (deadline - time.monotonic())),
                                      max_tries=60 if not failures else 20)
+            specs, out, margin = sensitive_inputs(
+                module, specs, out, min(deadline, time.monotonic() + SENSITIVITY_SHARE * budget_s))
+            if margin <= 1:
+                # a constant answer would pass the verifier on these inputs (PairwiseDistance(p=0)
+                # counts nonzeros): the next construction is tried, this one kept if none is better
+                insensitive = insensitive or (module, kwargs, specs, out, lazy)
+                continue
             found = (module, kwargs, specs, out, lazy)
             break
         except SynthesisError as exc:
@@ -305,6 +323,7 @@ def _synthesize(closure_source: str, class_name: str, doc: str, budget_s: float 
             failures.append(exc)
             if not search.feedback(kwargs, exc.detail, exc.line):
                 break  # blind constructor repairs rarely fix a forward error: stop here
+    found = found or insensitive  # diversify judges it again, with its own repairs
     if found is None:
         if failures:
             raise failures[0]
@@ -385,7 +404,7 @@ def synthesize_task(closure_source: str, class_name: str, doc: str, budget_s: fl
 _SYNTHESIS_FILES = ("mine/synthesize.py", "mine/construct.py", "mine/construct_source.py", "mine/inputs.py",
                     "mine/forward_analysis.py", "mine/repairs.py", "mine/checks.py", "mine/codegen.py",
                     "mine/errors.py", "mine/guess.py", "mine/configs.py", "problem.py", "sandbox.py", "conform.py",
-                    "measure/checks.py", "mine/kernelbench.py")
+                    "measure/checks.py", "mine/kernelbench.py", "sensitivity.py")
 
 
 def synthesis_version() -> str:

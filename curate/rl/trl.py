@@ -8,9 +8,9 @@ columns of either export:
 
 - ``verl/*.parquet`` (``load_dataset("parquet", data_files=...)``): ``reward_model``
   (``{"ground_truth": <reference>}``), ``extra_info`` (``init_args``, ``input_spec``,
-  ``shape_variants``, ``eager_ms``, ``device``/``gpu``) and ``data_source``;
+  ``shape_variants``, ``dtype``, ``eager_ms``, ``device``/``gpu``) and ``data_source``;
 - ``hf/`` and ``parquet/``: ``code`` (the reference) and, when present, the top-level
-  ``init_args``, ``input_spec``, ``shape_variants``, ``eager_ms``, ``device``, ``gpu``.
+  ``init_args``, ``input_spec``, ``shape_variants``, ``dtype``, ``eager_ms``, ``device``, ``gpu``.
 
 Completions may be strings (standard prompts) or message lists (conversational prompts:
 the last message's ``content`` is the reply). The replies of a batch are verified
@@ -24,8 +24,8 @@ from typing import Any, Callable, Sequence
 from curate.rl.score import RewardConfig, compute_score_batch
 
 #: Columns of the problem table that stand in for ``extra_info`` fields.
-INFO_COLUMNS = ("init_args", "input_spec", "shape_variants", "eager_ms", "device", "gpu", "timeout_s")
-
+INFO_COLUMNS = ("init_args", "input_spec", "shape_variants", "dtype", "eager_ms", "device", "gpu",
+                "timeout_s")
 
 def _text(completion: Any) -> str:
     if isinstance(completion, str):
