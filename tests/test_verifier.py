@@ -239,7 +239,9 @@ GPU_EXPECTED = [  # the CPU list above, on CUDA; honest candidates must pass the
     ("relu_deferred", False, "a torch.Tensor subclass: outputs must be plain torch.Tensor"),
     ("relu_deferred_mode", False, "candidate left a torch function or dispatch mode"),
     ("relu_checked_only", False, "wrong output on "),
-    ("relu_pointer_cache", False, "wrong output on timed call"),
+    # on CUDA the caching allocator can hand trial 1 the block trial 0's input had: the
+    # pointer cache then replays a stale output there already, before any timed call
+    ("relu_pointer_cache", False, "wrong output on "),
     ("relu_gc_copy", False, "wrong output on trial 0"),
 ]
 
