@@ -54,7 +54,7 @@ from typing import Any, Iterator
 
 import torch
 
-from curate.measure import checks
+from curate import checks
 
 #: Every reason :func:`check` returns, in the order the steps run.
 REASONS = ("exec_fails", "init_fails", "inputs_fail", "forward_fails", "non_tensor_output",
@@ -154,7 +154,7 @@ def _prepare(inputs: Any, dev: torch.device, dtype: torch.dtype = torch.float32)
 
 def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether two runs of the reference give the same output, within measure's determinism
-    tolerance (:data:`curate.measure.checks.SAME_TOL`: 1e-4, 1e-2 for half types), not bit for
+    tolerance (:data:`curate.checks.SAME_TOL`: 1e-4, 1e-2 for half types), not bit for
     bit: kernels that accumulate with atomics (scatter_add, index_add, some cuDNN convolutions)
     differ run to run in the last bits on a GPU (8e-7 on 30 of 6,312 rows of an H200 run), far
     inside any harness's correctness tolerance; dropout left in training mode and unseeded random

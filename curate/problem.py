@@ -15,7 +15,7 @@ An *input spec* is a JSON-serialisable list, one entry per forward argument:
   whole tensor (in [0.5, 2]): a normal tensor is multiplied by it, a unit-interval one raised
   to its power (staying inside (0, 1)); a loss or norm that averages many elements then
   differs from draw to draw as a training batch's does, instead of converging to one number
-  any constant answer matches (see :func:`curate.measure.checks.constant_answer`)
+  any constant answer matches (see :func:`curate.checks.constant_answer`)
 - ``{"kind": "index", "shape": [8, 128], "high": 1000, "dtype": "int64"}``: ``torch.randint(0, high)``;
   an optional ``"low"`` gives ``torch.randint(low, high)`` (``low=T, high=T+1``: sequence
   lengths all equal to ``T``)

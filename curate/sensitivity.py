@@ -1,7 +1,7 @@
 """Whether a problem's output depends on its inputs, judged on the CPU before any GPU time is
 spent, and the choices of inputs that make it so.
 
-The test is the verifier's own (:func:`curate.measure.checks.constant_answer`): the problem
+The test is the verifier's own (:func:`curate.checks.constant_answer`): the problem
 runs on as many independent draws of weights and inputs as a verifier call compares
 (:data:`curate.verify.verifier.N_TRIALS`), and a constant answer (another draw's output, or
 their mean) must miss the verifier's dtype-aware tolerance; the ``margin`` says by how much
@@ -45,7 +45,7 @@ from typing import Any, Callable
 
 import torch
 
-from curate.measure.checks import constant_answer
+from curate.checks import constant_answer
 from curate.problem import build_inputs, cast_floating, parse_input_spec, spec_bytes
 from curate.verify.verifier import N_TRIALS
 
@@ -70,7 +70,7 @@ class OutOfTime(Exception):
 
 def margin_of(run: Callable[[int], Any], draws: int = N_TRIALS, deadline: float | None = None) -> float:
     """The constant-answer margin of the outputs ``run(k)`` gives for draws ``k = 0 ..
-    draws - 1`` (:func:`curate.measure.checks.constant_answer`).
+    draws - 1`` (:func:`curate.checks.constant_answer`).
 
     Args:
         deadline: ``time.monotonic()`` past which no further draw is started.

@@ -1,7 +1,7 @@
 """A problem's structure in KernelBench's terms: its ``level`` and operator ``category``.
 
 Both are read from the ATen operators one forward runs, traced on the ``meta`` device by
-:func:`curate.diversify.cost.forward_cost` (shapes propagate, nothing is computed, so a
+:func:`curate.cost.forward_cost` (shapes propagate, nothing is computed, so a
 GPU-sized shape costs milliseconds; a problem that cannot run on ``meta`` is traced on real
 CPU tensors at its small mined shape). :func:`structure_task` runs in a sandboxed process:
 the code is mined, hence untrusted.
@@ -29,7 +29,7 @@ conv + bias + activation, 3 a block or a whole model):
 
 ``category`` is where the forward spends its time: every step's cost is its roofline time on
 an H100 (:func:`op_ms`: the larger of FLOPs over the sustained rate of its class and bytes
-over the memory bandwidth, as :func:`curate.diversify.cost.device_ms` prices it), summed per
+over the memory bandwidth, as :func:`curate.cost.device_ms` prices it), summed per
 category of :data:`CATEGORIES`; the largest sum names the problem. The taxonomy follows
 KernelBench's level-1 sections:
 
@@ -60,7 +60,7 @@ import time
 from collections import defaultdict
 from typing import Any, Iterable, Sequence
 
-from curate.diversify.cost import GPU_PROFILES, OpCost
+from curate.cost import GPU_PROFILES, OpCost
 
 #: The categories, in the order tables list them.
 CATEGORIES = ("matmul", "conv", "attention", "normalization", "pooling", "reduction",
@@ -206,8 +206,8 @@ def classify(ops: Sequence[OpCost], truncated: bool = False) -> dict[str, Any]:
     """Level and category of a traced forward.
 
     Args:
-        ops: the tracer's operators (:attr:`curate.diversify.cost.ForwardCost.ops`).
-        truncated: the trace stopped early (:class:`curate.diversify.cost.TooManyKernels`).
+        ops: the tracer's operators (:attr:`curate.cost.ForwardCost.ops`).
+        truncated: the trace stopped early (:class:`curate.cost.TooManyKernels`).
     Returns:
         ``{"level": 1|2|3, "category": str, "steps": int, "heavy_steps": int,
         "library_share": roofline share in [0, 1] of the heavy steps (a static stand-in for
@@ -262,7 +262,7 @@ def structure_task(code: str, init_args: list | None = None, input_spec: list[di
     """
     import torch
 
-    from curate.diversify.cost import TooManyKernels, forward_cost
+    from curate.cost import TooManyKernels, forward_cost
     from curate.problem import ProblemLoadError, build_inputs, load_problem, spec_bytes
 
     t0 = time.monotonic()

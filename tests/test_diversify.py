@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from curate.diversify import run
-from curate.diversify.cost import estimate_ms, forward_cost, gpu_profile
+from curate.cost import estimate_ms, forward_cost, gpu_profile
 from verify_fixtures import candidate
 from curate.diversify.shapes import axes
 from curate.problem import assemble, build_inputs, load_problem, spec_bytes

@@ -10,7 +10,7 @@ untrusted). It
    repaired so that it does (:func:`curate.diversify.judge.at_mined`: size-1 axes grown, a
    random scale per draw), else it is rejected ``input_insensitive``;
 2. builds the model again on the ``meta`` device, where a forward at any size costs
-   milliseconds, and prices forwards with :mod:`curate.diversify.cost` (a problem whose code
+   milliseconds, and prices forwards with :mod:`curate.cost` (a problem whose code
    cannot run on ``meta``, e.g. one that reads a tensor's values, is priced on real CPU
    tensors at small sizes and extrapolated by a power law);
 3. reads which input axes the forward accepts at other sizes (:func:`curate.diversify.shapes.axes`,
@@ -47,9 +47,9 @@ from typing import Any, Callable
 import torch
 
 from curate.conform import check as conformance_check
-from curate.diversify.cost import ForwardCost, GpuProfile, device_ms, estimate_ms, forward_cost, gpu_profile
+from curate.cost import ForwardCost, GpuProfile, device_ms, estimate_ms, forward_cost, gpu_profile
 from curate.diversify.shapes import Axis, apply_family, axes, family, init_paths
-from curate.measure.checks import all_finite, output_bytes
+from curate.checks import all_finite, output_bytes
 from curate.diversify import judge
 from curate.problem import ProblemLoadError, build_inputs, cast_floating, load_problem, spec_bytes
 
@@ -265,7 +265,7 @@ def plan_task(code: str, init_args: list, input_spec: list[dict], band: tuple[fl
         code: KernelBench-format problem source.
         init_args: constructor arguments; input_spec: the mined forward inputs.
         band: ``(lo, hi)`` eager milliseconds wanted on ``gpu``.
-        gpu: a target name :func:`curate.diversify.cost.gpu_profile` knows.
+        gpu: a target name :func:`curate.cost.gpu_profile` knows.
         mem_budget_bytes: most bytes a shape may need (parameters, inputs, activations).
         shapes: in-band shapes wanted (the first is the primary).
         deadline_s: seconds after which no further estimate is started.

@@ -73,7 +73,7 @@ from typing import Any
 import polars as pl
 
 from curate.diversify.calibrate_pool import calibrate_many, default_calibrate_workers
-from curate.diversify.cost import gpu_profile
+from curate.cost import gpu_profile
 from curate.diversify.plan import plan_task
 from curate.journal import content_key
 from curate.problem import (DTYPE_SHORT, INPUTS_MARKER, RUN_DTYPES, dumps, mined_inputs, replace_inputs,

@@ -16,7 +16,7 @@ Order of work (a failing step stops the rest when ``stop_on_reject``):
    (``input_insensitive``: a constant answer, another draw's output or the mean of the
    draws, passes the verifier's own correctness check on as many fresh draws of weights and
    inputs as a verifier call compares; ``constant_margin`` in the result says by how much
-   the best constant misses, see :func:`curate.measure.checks.constant_answer`);
+   the best constant misses, see :func:`curate.checks.constant_answer`);
 4. eager timing (see :mod:`curate.measure.timing`), then the runtime band
    (``too_fast``/``too_slow``);
 5. TorchInductor: ``torch.compile(model)`` (default mode), the first call timed as
@@ -50,7 +50,7 @@ from typing import Any
 import torch
 
 from curate.conform import check as conformance_check
-from curate.measure import checks
+from curate import checks
 from curate.measure.gpu_lock import held
 from curate.measure.profile import library_share
 from curate.measure.timing import (L2Flush, plan_trials, summarize, synchronize, time_calls,
@@ -266,7 +266,7 @@ def measure_problem(code: str, input_spec: list | None = None, init_args: list |
         summaries in ms or None), ``eager_graph``/``compile_graph`` (CUDA-graph replay
         summaries or None), ``compile_s``, ``compile_error``, ``compile_max_abs_diff``,
         ``compile_cache`` (Inductor FX-graph cache hits and misses of this compile),
-        ``peak_mem_mb``, ``constant_margin`` (see :func:`curate.measure.checks.constant_answer`;
+        ``peak_mem_mb``, ``constant_margin`` (see :func:`curate.checks.constant_answer`;
         None when the checks did not get that far), ``profile`` (see :func:`curate.measure.profile.library_share`, or
         None), ``seconds`` (wall seconds per step: load, checks, eager, profile, compile,
         compile_timing, graph, cleanup), ``inner_s`` (the whole call), ``timed_ms``

@@ -31,7 +31,7 @@ medians move most from run to run: a median 41% against 3.5% for rows over 0.8, 
 one H100, ``benchmarks/h100-measure-throughput.md``),
 ``constant_margin`` (how far the best constant answer is from passing the verifier's
 correctness check on fresh draws of weights and inputs, as a ratio to its tolerance: at most
-1 is rejected ``input_insensitive``; :func:`curate.measure.checks.constant_answer`),
+1 is rejected ``input_insensitive``; :func:`curate.checks.constant_answer`),
 ``compile_cache_hit`` (the measure worker's compile was an Inductor cache hit, thanks to
 compile-ahead) and ``measure_notes`` (comma-separated labels that reject nothing:
 ``retimed``, ``suspicious_speedup``, ``graph_capture_failed``).

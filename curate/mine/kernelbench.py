@@ -256,7 +256,7 @@ PRICE_KERNELS = 1000
 def _CappedPricer(ns: dict, init: list, spec: list[dict], gpu: Any):
     """A :class:`curate.diversify.plan.Pricer` whose meta forwards stop at
     :data:`PRICE_KERNELS` kernels."""
-    from curate.diversify.cost import TooManyKernels, forward_cost
+    from curate.cost import TooManyKernels, forward_cost
     from curate.diversify.plan import Pricer
 
     class Capped(Pricer):
@@ -286,7 +286,7 @@ def cpu_shape(ns: dict, init: list, spec: list[dict], deadline: float) -> tuple[
     "scale", "peak_bytes", "flops", "fits"}``; ``fits`` False when the smallest shape
     reached is still over the budget.
     """
-    from curate.diversify.cost import gpu_profile
+    from curate.cost import gpu_profile
     from curate.diversify.plan import _classify
     from curate.diversify.shapes import apply_family, axes, family, init_paths
 

@@ -404,7 +404,7 @@ def synthesize_task(closure_source: str, class_name: str, doc: str, budget_s: fl
 _SYNTHESIS_FILES = ("mine/synthesize.py", "mine/construct.py", "mine/construct_source.py", "mine/inputs.py",
                     "mine/forward_analysis.py", "mine/repairs.py", "mine/checks.py", "mine/codegen.py",
                     "mine/errors.py", "mine/guess.py", "mine/configs.py", "problem.py", "sandbox.py", "conform.py",
-                    "measure/checks.py", "mine/kernelbench.py", "sensitivity.py")
+                    "checks.py", "mine/kernelbench.py", "sensitivity.py")
 
 
 def synthesis_version() -> str:

@@ -1,4 +1,5 @@
-"""Output checks shared by the measure stage, diversify's validation and the GPU worker.
+"""Output checks shared by the conformance check, mining, diversify's planning, the measure stage
+and its GPU worker (a bottom-floor module: every stage may import it, it imports no stage).
 
 Imports only torch, the standard library and the verifier's torch-only comparison
 (:mod:`curate.verify.correctness`): the GPU machine lacks the rest of curate's dependencies.
