@@ -242,7 +242,10 @@ def run(sr: StageRun, device: str, inductor: bool | None, min_ms: float, max_ms:
     settings = {"device": dev, "inductor": inductor, "min_ms": min_ms, "max_ms": max_ms,
                 "trials": trials, "warmup": warmup, "budget_s": budget_s, "timeout_s": timeout_s,
                 "cuda_graph": cuda_graph, "profile": profile, "gpu_mem_fraction": gpu_mem_fraction,
-                "conform": conform, "dynamic_shapes": dynamic_shapes}
+                "conform": conform, "dynamic_shapes": dynamic_shapes,
+                # the constant-answer test's version: a journal of the former 1e-2 test's
+                # verdicts (input_insensitive, no constant_margin) is not resumed
+                "constant_test": 2}
     if autotune_ms is not None and autotune_ms < 0:
         raise ValueError(f"autotune_ms must be positive, or 0 for Inductor's own, got {autotune_ms}")
     # where it applies (CUDA with Inductor; 0: Inductor's own benchmarks)
