@@ -32,7 +32,7 @@ from typing import Any
 import torch
 
 from curate.outputs import output_tensors
-from curate.problem import build_inputs, load_problem
+from curate.problem import build_inputs, cast_floating, load_problem
 from curate.measure import timing as _timing
 from curate.verify import correctness as _correctness
 from curate.verify import guards as _guards
@@ -57,17 +57,8 @@ def _seed_all(seed: int) -> None:
         np.random.seed(seed % 2**32)
 
 
-def _cast(xs: list, dtype: str | None) -> list:
-    """Floating-point tensors of ``xs`` cast to ``dtype`` (others kept), as a harness run in
-    that precision does."""
-    if dtype is None:
-        return xs
-    dt = getattr(torch, dtype)
-    return [x.to(dt) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in xs]
-
-
 def _make_inputs(ns: dict, spec: list | None, device: str, seed: int, dtype: str | None = None) -> list:
-    return _cast(_draw_inputs(ns, spec, device, seed), dtype)
+    return cast_floating(_draw_inputs(ns, spec, device, seed), dtype)
 
 
 def _draw_inputs(ns: dict, spec: list | None, device: str, seed: int) -> list:
