@@ -383,3 +383,24 @@ def test_a_base_problem_left_with_too_few_shapes_loses_its_rows():
     assert sorted(frame["problem_id"]) == ["headless~v1", "headless~v2", "short~v0", "short~v1"]
     assert set(frame["reject_reason"]) == {"too_few_shapes"}
     assert _hold_to_shapes(kept, rows, Rejections("measure"), 2) != out  # two shapes and a primary do
+
+
+def test_shape_variants_at_their_mined_shape_share_one_measurement(tmp_path):
+    """On the CPU, GPU-sized shape variants are all run at the base problem's mined shape: one
+    program at one shape, measured once, its result given to every variant row."""
+    src, init, spec = GOOD["gelu"]
+    rows = []
+    for v, batch in enumerate((4096, 8192, 16384)):
+        big = [_t(batch, 256)]
+        rows.append({"problem_id": f"gelu~v{v}", "base_problem_id": "gelu", "variant": v,
+                     "shape_role": "primary" if v == 0 else "spread", "name": "test.gelu",
+                     "code": assemble(src, big, init), "init_args": json.dumps(init),
+                     "input_spec": json.dumps(big), "shape_source": "estimated",
+                     "mined_input_spec": json.dumps(spec), "mined_init_args": json.dumps(init),
+                     "source": source_struct(kind="test", name="t", class_name="gelu")})
+    out = _diversified(tmp_path, pl.DataFrame(rows))
+    stats = run(out, device="cpu", trials=5, warmup=1, timeout_s=30, workers=1)
+    assert stats["kept"] == 3 and stats["rows_sharing_a_measurement"] == 2
+    kept = read_problems(out / "measure")
+    assert kept["eager_ms"].n_unique() == 1  # the same measurement, not three
+    assert all("timed_at_mined_shape" in notes for notes in kept["measure_notes"])

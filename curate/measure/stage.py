@@ -193,7 +193,9 @@ def run(sr: StageRun, device: str, inductor: bool | None, min_ms: float, max_ms:
             rejected ``out_of_band``. On the CPU, rows whose shapes were only estimated for a
             GPU (``shape_source = "estimated"``) are checked and timed at their mined inputs
             (``mined_input_spec``; note ``timed_at_mined_shape``): a CPU cannot run a GPU's
-            sizes in minutes.
+            sizes in minutes. The shape variants of one base problem are then one program at
+            one shape: it is measured once and every variant row gets that result
+            (``rows_sharing_a_measurement`` in ``stats.json``).
         min_shapes: a base problem whose shapes diversify aimed at a band (``shape_role``)
             keeps its rows only while its primary row and at least this many rows (or all it
             was given, if fewer) are kept; the rest are rejected ``too_few_shapes``. Each
@@ -258,6 +260,8 @@ def run(sr: StageRun, device: str, inductor: bool | None, min_ms: float, max_ms:
     dynamic = dynamic_dims_by_row(rows) if dynamic_shapes and cuda and inductor else {}
     tagged: dict[int, list[str]] = {}  # row index -> notes the stage adds
     results: dict[int, dict[str, Any]] = {}
+    leaders: dict[str, int] = {}  # measurement key -> the row measured for it
+    followers: dict[str, list[int]] = {}  # measurement key -> rows that share its result
     for i, row in enumerate(rows):
         try:
             spec = json.loads(row["input_spec"]) if row.get("input_spec") else None
@@ -278,8 +282,16 @@ def run(sr: StageRun, device: str, inductor: bool | None, min_ms: float, max_ms:
                 code = replace_inputs(code, spec, init)
             except ValueError:
                 pass
-        key = content_key(row.get("problem_id"), code, spec, init,
-                          *([row["dtype"]] if row.get("dtype") not in (None, "float32") else []))
+        dtype_key = [row["dtype"]] if row.get("dtype") not in (None, "float32") else []
+        if small is not None:
+            # the shape variants of one base problem, all at its mined shape: one measurement
+            key = content_key("at_mined_shape", code, spec, init, *dtype_key)
+            if key in leaders:
+                followers.setdefault(key, []).append(i)
+                continue
+            leaders[key] = i
+        else:
+            key = content_key(row.get("problem_id"), code, spec, init, *dtype_key)
         if key in journal:
             results[i] = journal.get(key)
             continue
@@ -309,6 +321,11 @@ def run(sr: StageRun, device: str, inductor: bool | None, min_ms: float, max_ms:
             _measure_gpu(sr, jobs, envs, pool_device, timeout_s, journal, results, extra, pool_opts)
         else:
             _measure_cpu(sr, jobs, workers, timeout_s, mem_mb, journal, results)
+    for key, rows_sharing in followers.items():
+        for i in rows_sharing:
+            results[i] = results[leaders[key]]
+    if followers:
+        extra["rows_sharing_a_measurement"] = sum(map(len, followers.values()))
 
     kept: list[dict[str, Any]] = []
     for i, row in enumerate(rows):
