@@ -264,6 +264,8 @@ def snapshot(extra: dict[str, tuple[Any, str]] | None = None) -> dict[str, int]:
         "torch.Tensor.any": (torch.Tensor, "any"),
         "torch.Tensor.clone": (torch.Tensor, "clone"),
         "torch.manual_seed": (torch, "manual_seed"),
+        "torch.default_generator": (torch, "default_generator"),
+        "torch.cuda.default_generators": (torch.cuda, "default_generators"),
         "threading.Thread.start": (threading.Thread, "start"),
     }
     pairs.update(extra or {})

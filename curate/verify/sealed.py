@@ -41,8 +41,10 @@ def _mask(like: torch.Tensor, key: int, index: int) -> torch.Tensor:
     return torch.randint(info.min, info.max, like.shape, dtype=like.dtype, device=like.device, generator=gen)
 
 
-def _checksum(bits: torch.Tensor) -> int:
-    return int(bits.reshape(-1).to(torch.int64).sum()) if bits.numel() else 0
+def _checksum(bits: torch.Tensor) -> torch.Tensor:
+    # kept on the tensor's device: reading it back would synchronize the device once per
+    # sealed output (costly while other processes share the GPU); compared at unseal
+    return bits.reshape(-1).to(torch.int64).sum()
 
 
 class Sealer:
@@ -64,7 +66,7 @@ class Sealer:
             return _Sealed(bits, t.dtype, _checksum(bits), counter[0], t.device)
 
         def unseal_tensor(s: _Sealed) -> torch.Tensor:
-            if _checksum(s.bits) != s.check:
+            if not torch.equal(_checksum(s.bits), s.check):
                 raise Tampered("a sealed reference output was overwritten")
             bits = s.bits.to(s.device)
             return (bits ^ _mask(bits, secret, s.index)).view(s.dtype)

@@ -50,7 +50,15 @@ class _Fail(Exception):
 
 
 def _seed_all(seed: int) -> None:
-    torch.manual_seed(seed)
+    # the CPU and CUDA generators only: torch.manual_seed also queues lazy seeds for every
+    # other backend, each capturing a formatted stack (about 1 ms a call in torch 2.11), and
+    # this runs before every timed trial's fresh inputs
+    torch.default_generator.manual_seed(seed)
+    if torch.cuda.is_initialized():
+        for gen in torch.cuda.default_generators:
+            gen.manual_seed(seed)
+    else:
+        torch.cuda.manual_seed_all(seed)  # queued until CUDA starts, as torch.manual_seed does
     random.seed(seed)
     np = sys.modules.get("numpy")
     if np is not None:
@@ -272,8 +280,13 @@ def _reference_phase(code: str, cfg: dict, device: str, det: dict,
         del out
         del xs, pristine
     constant = False
-    if len(trial_outs) >= 2:
-        margin = constant_answer_margin(trial_outs)
+    margin_key = repr(("margin", init, spec, dtype, cfg["n_trials"]))
+    margin = state["timings"].get(margin_key)
+    if margin is None and len(trial_outs) >= 2:
+        # a property of the problem at this shape: the later calls of a persistent worker
+        # reuse it (dozens of reductions, each a device synchronization, per call)
+        margin = state["timings"][margin_key] = constant_answer_margin(trial_outs)
+    if margin is not None:
         det["constant_answer_margin"] = round(margin, 4) if margin != float("inf") else None
         constant = margin <= 1.0
     del trial_outs
