@@ -39,7 +39,10 @@ compile-ahead) and ``measure_notes`` (comma-separated labels that reject nothing
 Before timing, each row runs as a KernelBench-style harness runs it, on the measure device
 (:mod:`curate.conform`: plain ``exec``, two seeded builds, one output tensor); its reasons
 (``exec_fails``, ``non_tensor_output``, ``seed_unstable``, ...) reject the row, and a pass
-appends ``<torch version>@<device>`` to ``checked_torch``. A row of a precision variant
+appends ``<torch version>@<device>`` to ``checked_torch``. On the CPU, a row timed at its mined
+shape whose ``checked_torch`` already lists this torch on the CPU (``curate mine`` checked that
+very program) is not checked again: for a whole model that is seconds a forward, four times. A
+row of a precision variant
 (``dtype`` other than float32, ``curate diversify --dtypes``) is checked and timed in that
 precision: its model and floating-point inputs cast to it.
 
@@ -262,6 +265,9 @@ def run(sr: StageRun, device: str, inductor: bool | None, min_ms: float, max_ms:
     results: dict[int, dict[str, Any]] = {}
     leaders: dict[str, int] = {}  # measurement key -> the row measured for it
     followers: dict[str, list[int]] = {}  # measurement key -> rows that share its result
+    import torch
+
+    cpu_checked = f"{torch.__version__}@cpu"  # the checked_torch entry of a CPU conformance pass
     for i, row in enumerate(rows):
         try:
             spec = json.loads(row["input_spec"]) if row.get("input_spec") else None
@@ -295,11 +301,13 @@ def run(sr: StageRun, device: str, inductor: bool | None, min_ms: float, max_ms:
         if key in journal:
             results[i] = journal.get(key)
             continue
+        checked_here = small is not None and row.get("dtype") in (None, "float32") and \
+            cpu_checked in str(row.get("checked_torch") or "").split(",")
         task = dict(code=code, input_spec=spec, init_args=init,
                     device="cuda" if cuda else "cpu", inductor=inductor, trials=trials,
                     warmup=warmup, min_ms=min_ms, max_ms=max_ms, budget_s=budget_s,
                     cuda_graph=cuda_graph, profile=profile, name=str(row.get("problem_id") or i),
-                    conform=conform, autotune_ms=autotune_cap)
+                    conform=conform and not checked_here, autotune_ms=autotune_cap)
         if row.get("dtype") not in (None, "float32"):  # a precision variant (diversify --dtypes)
             task["dtype"] = row["dtype"]
         if i in dynamic:

@@ -110,6 +110,16 @@ _INT_HINTS = [
     (r"bits$", 8),
     (r"^n$|^num$|count$", 4),
 ]
+#: Sizes for list-typed per-axis parameters, by name: a window of 7 x 7 tokens (Swin's own
+#: default, Liu et al. 2021) rather than a whole 32 x 32 image, which made torchvision's Swin
+#: blocks seconds a forward on a CPU.
+_PAIR_HINTS = [
+    (r"window_size|window$", 7),
+    (r"shift_size|shift$", 3),
+    (r"kernel(_size)?$|^ksize$", 3),
+    (r"patch_size|patch$", 4),
+    (r"stride|dilation", 2),
+]
 _FLOAT_HINTS = [
     (r"eps|epsilon", 1e-5),
     (r"drop|dropout|^p$|prob|rate", 0.0),
@@ -378,6 +388,9 @@ def guess(name: str, param: inspect.Parameter, cls: type, ns: dict[str, Any]) ->
             or ann_l in ("list", "tuple", "sequence", "iterable"):  # a bare ``kernel_set: list``
         if re.search(r"hidden_sizes|channels_list|widths|features_list|dims$", low):
             return [[C, C], [C, 2 * C, 4 * C, 8 * C], C]
+        pair = next((v for pat, v in _PAIR_HINTS if re.search(pat, low)), None)
+        if pair is not None:  # a per-axis size (``window_size: List[int]``): that size on each axis
+            return [[pair, pair], [C], (C, HW, HW), [HW, HW], C]
         return [[C], (C, HW, HW), [HW, HW], C]
     for pat, v in _INT_HINTS:
         if re.search(pat, low):
