@@ -149,25 +149,33 @@ def _tensor_stats(ref: torch.Tensor, out: torch.Tensor, tol: Tolerance) -> dict[
     for start in range(0, r_all.numel(), CHUNK):
         r = r_all[start:start + CHUNK].to(wide)
         o = o_all[start:start + CHUNK].to(wide)
-        if bool(torch.isnan(o).any()) or bool(torch.isnan(r).any()):
-            stats["nan"] = "candidate" if bool(torch.isnan(o).any()) else "reference"
-            return stats
+        # every figure of the chunk is reduced on the device and read back in one transfer:
+        # each read is a synchronization, which costs a scheduling round where other
+        # processes share the GPU
         r_inf, o_inf = torch.isinf(r), torch.isinf(o)
-        if not torch.equal(r_inf, o_inf) or not torch.equal(r[r_inf], o[o_inf]):
+        finite = ~r_inf
+        diff = torch.where(finite, o - r, 0).abs()
+        allowance = tol.atol + tol.rtol * torch.where(finite, r, 0).abs()
+        figures = torch.stack([
+            torch.isnan(o).any(), torch.isnan(r).any(),
+            (r_inf != o_inf).any() | (r_inf & (r != o)).any(),
+            ((diff > allowance) & finite).sum(), diff.max() if diff.numel() else diff.new_zeros(()),
+            (diff / allowance.clamp_min(1e-300)).max() if diff.numel() else diff.new_zeros(()),
+            (diff * diff).sum(), torch.where(finite, r, 0).abs().square().sum(),
+        ]).to(torch.float64).tolist()
+        nan_o, nan_r, inf_differ, bad, c_max, c_excess, d2, r2 = figures
+        if nan_o or nan_r:
+            stats["nan"] = "candidate" if nan_o else "reference"
+            return stats
+        if inf_differ:
             stats["inf_differ"] = True
             return stats
-        finite = ~r_inf
-        r, o = r[finite], o[finite]
-        if r.numel() == 0:
-            continue
-        diff = (o - r).abs()
-        allowance = tol.atol + tol.rtol * r.abs()
-        max_abs = max(max_abs, float(diff.max()))
-        n_bad += int((diff > allowance).sum())
+        max_abs = max(max_abs, c_max)
+        n_bad += int(bad)
         if tol.atol > 0 or tol.rtol > 0:
-            excess = max(excess, float((diff / allowance.clamp_min(1e-300)).max()))
-        sum_d2 += float((diff * diff).sum())
-        sum_r2 += float((r.abs() ** 2).sum())
+            excess = max(excess, c_excess)
+        sum_d2 += d2
+        sum_r2 += r2
     ref_norm = math.sqrt(sum_r2)
     rel = math.sqrt(sum_d2) / ref_norm if ref_norm > 0 else (0.0 if max_abs == 0 else math.inf)
     stats.update(n_bad=n_bad, max_abs=max_abs, rel=rel, ref_norm=ref_norm, excess=excess)
