@@ -4,7 +4,8 @@
 untrusted). It
 
 1. runs the problem as a KernelBench-style harness does (:func:`curate.conform.check`: plain
-   ``exec``, two seeded builds, one output tensor), then builds ``Model(*init_args)`` (seed 0)
+   ``exec``, two seeded builds, one output tensor; skipped where ``curate mine`` did so with this
+   torch), then builds ``Model(*init_args)`` (seed 0)
    and runs the mined inputs for real: the problem must run and give a finite output; its
    output must depend on its inputs by the verifier's own test, at the mined shape, or be
    repaired so that it does (:func:`curate.diversify.judge.at_mined`: size-1 axes grown, a
@@ -258,7 +259,8 @@ def targets(band: tuple[float, float], n: int) -> list[float]:
 
 def plan_task(code: str, init_args: list, input_spec: list[dict], band: tuple[float, float],
               gpu: str, mem_budget_bytes: int, shapes: int, deadline_s: float,
-              dtype: str | None = None, repair_inputs: bool = True) -> dict[str, Any]:
+              dtype: str | None = None, repair_inputs: bool = True,
+              conformed: bool = False) -> dict[str, Any]:
     """Plan ``shapes`` in-band shapes and a held-out one for a problem (see the module docstring).
 
     Args:
@@ -274,6 +276,8 @@ def plan_task(code: str, init_args: list, input_spec: list[dict], band: tuple[fl
             verifier do; ``input_spec`` is expected in it already); None: as defined.
         repair_inputs: repair inputs a constant answer would pass on
             (:mod:`curate.diversify.judge`); False for code whose inputs curate did not write.
+        conformed: ``code`` already passed :func:`curate.conform.check` on the CPU with this
+            torch (``curate mine`` checks every problem it writes): not checked again.
     Returns:
         ``{"ok": False, "detail"}`` when the mined inputs do not run (with ``reason`` when a
         KernelBench-style harness cannot run the problem, see :mod:`curate.conform`); else ``{"ok": True,
@@ -289,9 +293,10 @@ def plan_task(code: str, init_args: list, input_spec: list[dict], band: tuple[fl
     t0 = time.monotonic()
     deadline = t0 + deadline_s
     prof = gpu_profile(gpu)
-    conf = conformance_check(code, "cpu", trials=1, dtype=dtype)
-    if conf["reason"]:  # a KernelBench-style harness cannot use it: no shapes for it
-        return {"ok": False, "reason": conf["reason"], "detail": conf["detail"]}
+    if not conformed:
+        conf = conformance_check(code, "cpu", trials=1, dtype=dtype)
+        if conf["reason"]:  # a KernelBench-style harness cannot use it: no shapes for it
+            return {"ok": False, "reason": conf["reason"], "detail": conf["detail"]}
     try:
         ns = load_problem(code)
         torch.manual_seed(0)
