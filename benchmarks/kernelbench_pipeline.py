@@ -16,7 +16,8 @@ when ``--device cuda``; on the CPU at each file's CPU shape) and ranks them.
 and prints and writes to ``OUT/difficulty-check.json``: rows kept and unranked, rows with
 each column, Spearman of ``difficulty_score`` and of ``speedup_headroom`` with 1 - the pooled
 pass rate (and of the reference's line count), and the mean pass rate per bucket. The
-default results file is the predictor's own training data: a fit check, not a held-out one.
+default results file holds the predictor's own training data (and a few runs its fit leaves
+out): a fit check, not a held-out one.
 
 ``completions`` verifies published model-written kernels (``tests/data/model_kernels``) with
 ``curate rank --solver completions`` on the mined (or measured) rows, into ``OUT/completions``,

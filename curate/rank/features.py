@@ -15,7 +15,8 @@ names. Two groups:
   kernel for (KernelBench's sizes of 2024 and of now differ by up to 100x);
 - from the code (:func:`code_features`, always present): lines of code, the ``nn`` layers
   the model builds (convolutions, transposed, 3-D, grouped or dilated ones, recurrent
-  layers, attention), loops and branches in the forwards, and the module classes defined.
+  layers, attention, normalizations), whether it calls reductions or softmaxes and loss
+  functions, loops and branches in the forwards, and the module classes defined.
 
 Pure Python (``ast``): the GPU side may import it.
 """
@@ -36,6 +37,20 @@ SHARE_CATEGORIES = ("matmul", "conv", "attention", "normalization", "pooling", "
 STEP_CATEGORIES = ("conv", "matmul", "reduction", "normalization", "pooling", "elementwise",
                    "data_movement", "embedding")
 _RECURRENT = re.compile(r"\bnn\.(LSTM|GRU|RNN)\b|\b(LSTM|GRU|RNN)(Cell)?\(")
+#: Normalization layers and their functional forms (a kernel for one needs a reduction over the
+#: normalized axes and is judged against PyTorch's numerics: a common cause of wrong kernels).
+_NORMALIZATIONS = ("BatchNorm1d", "BatchNorm2d", "BatchNorm3d", "GroupNorm", "LayerNorm", "RMSNorm",
+                   "InstanceNorm1d", "InstanceNorm2d", "InstanceNorm3d", "LocalResponseNorm",
+                   "batch_norm", "group_norm", "layer_norm", "instance_norm", "rms_norm",
+                   "local_response_norm", "normalize")
+#: Reductions, scans and softmaxes called in the code (method or function form).
+_REDUCTIONS = ("sum", "mean", "max", "min", "amax", "amin", "argmax", "argmin", "prod", "cumsum",
+               "cumprod", "logsumexp", "softmax", "log_softmax", "Softmax", "LogSoftmax", "var", "std",
+               "norm")
+#: Loss functions in functional form (``nn.*Loss`` modules are matched by their suffix).
+_LOSSES = ("cross_entropy", "nll_loss", "mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss",
+           "kl_div", "binary_cross_entropy", "triplet_margin_loss", "hinge_embedding_loss",
+           "margin_ranking_loss", "cosine_similarity", "cosine_embedding_loss")
 
 
 def _log2p(x: float) -> float:
@@ -89,6 +104,9 @@ def code_features(code: str) -> dict[str, float]:
     def n(*names: str) -> int:
         return sum(v for k, v in calls.items() if k in names)
 
+    norms = n(*_NORMALIZATIONS)
+    reductions = n(*_REDUCTIONS)
+    losses = sum(v for k, v in calls.items() if k.endswith("Loss") or k in _LOSSES)
     convs = n("Conv1d", "Conv2d", "Conv3d", "conv1d", "conv2d", "conv3d")
     transposed = n("ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d", "conv_transpose1d",
                    "conv_transpose2d", "conv_transpose3d")
@@ -108,6 +126,9 @@ def code_features(code: str) -> dict[str, float]:
                                 or "attn" in src.lower() or "attention" in src.lower()),
         "code_linear": float(n("Linear", "linear", "matmul", "mm", "bmm", "einsum") > 0),
         "log_layers": _log2p(sum(v for k, v in calls.items() if k[:1].isupper())),
+        "code_norm": float(norms > 0),
+        "code_reduction": float(reductions > 0),
+        "code_loss": float(losses > 0),
     })
     return out
 
