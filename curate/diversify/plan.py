@@ -337,16 +337,29 @@ def plan_task(code: str, init_args: list, input_spec: list[dict], band: tuple[fl
     if not fams:
         fams = [family("mined", [])]  # nothing grows: the mined shape is all there is
 
+    # each family's prices, kept across its solves (each starts at the mined shape, already
+    # priced): a meta forward of a whole model costs a second on 2 cores
+    priced: dict[int, dict[float, Any]] = {}
+
     def pricing(fam: dict) -> Callable[[float], tuple[float, ForwardCost]]:
-        if pricer.meta:
-            def price(s: float):
-                spec, init = apply_family(input_spec, init_args, fam, s)
-                _capped(spec, input_spec)
-                c = pricer.cost(spec, init)
-                return pricer.ms(c), c
-            price.gpu = prof  # type: ignore[attr-defined]
-            return price
-        return _extrapolated(pricer, input_spec, init_args, fam)
+        if not pricer.meta:
+            return _extrapolated(pricer, input_spec, init_args, fam)
+        memo = priced.setdefault(id(fam), {1.0: (pricer.ms(base_cost), base_cost)})
+
+        def price(s: float):
+            if s not in memo:
+                try:
+                    spec, init = apply_family(input_spec, init_args, fam, s)
+                    _capped(spec, input_spec)
+                    c = pricer.cost(spec, init)
+                    memo[s] = (pricer.ms(c), c)
+                except Exception as exc:  # a scale the model rejects stays rejected
+                    memo[s] = exc
+            if isinstance(memo[s], Exception):
+                raise memo[s]
+            return memo[s]
+        price.gpu = prof  # type: ignore[attr-defined]
+        return price
 
     wanted = targets(band, shapes)
     lo, hi = band

@@ -391,11 +391,14 @@ def _finite_in_unit_interval(module: nn.Module, specs: list[dict]) -> tuple[list
 
 
 def synthesize_task(closure_source: str, class_name: str, doc: str, budget_s: float) -> dict[str, Any]:
-    """Sandbox entry point: like :func:`synthesize` but returns failures as data."""
+    """Sandbox entry point: like :func:`synthesize` but returns failures as data (with the
+    ``seconds`` they took, as a success has)."""
+    t0 = time.monotonic()
     try:
         return {"ok": True, **synthesize(closure_source, class_name, doc, budget_s)}
     except SynthesisError as exc:
-        return {"ok": False, "reason": exc.reason, "detail": exc.detail[:2000]}
+        return {"ok": False, "reason": exc.reason, "detail": exc.detail[:2000],
+                "seconds": round(time.monotonic() - t0, 3)}
 
 
 #: The files a synthesis outcome depends on besides its closure (which is part of the item's
