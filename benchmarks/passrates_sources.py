@@ -1,5 +1,5 @@
 """Re-derive the rows of ``curate/data/passrates/results.csv`` that come from the sources added on
-2026-11-29 (``llmkernel_triton``, ``aikg_agent``, ``younglord_musa``), from clones of the
+2026-11-28 (``llmkernel_triton``, ``aikg_agent``, ``younglord_musa``), from clones of the
 publishers' repositories at the commits ``PROVENANCE.md`` names, and compare them with the file.
 
     git clone https://github.com/Alisehen/LLMKernel;  git -C LLMKernel checkout d078a38
