@@ -284,6 +284,12 @@ def check_task(code: str, devices: tuple[str, ...] = ("cpu",), trials: int = 3,
     return out
 
 
+def passed_here(checked: str | None, device: str = "cpu") -> bool:
+    """Whether a ``checked_torch`` value lists a pass with this torch on ``device``'s type (the
+    check need not run again for the same program)."""
+    return f"{torch.__version__}@{torch.device(device).type}" in (checked or "").split(",")
+
+
 def checked_torch(results: list[dict[str, Any]], previous: str | None = None) -> str:
     """The ``checked_torch`` column: ``"<torch version>@<device type>"`` entries, comma-separated
     and without repeats, for the passed checks in ``results`` appended to ``previous``."""

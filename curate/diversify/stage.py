@@ -73,6 +73,7 @@ from typing import Any
 import polars as pl
 
 from curate.diversify.calibrate_pool import calibrate_many, default_calibrate_workers
+from curate.conform import passed_here
 from curate.cost import gpu_profile
 from curate.diversify.plan import plan_task
 from curate.journal import content_key
@@ -203,9 +204,6 @@ def run(sr: StageRun, variants: int, band_ms: tuple[float, float], target_gpu: s
     parsed: dict[int, tuple[list, list]] = {}
     plans: dict[tuple[int, str], dict[str, Any]] = {}
     jobs: list[tuple[tuple[int, str], str, tuple, dict]] = []
-    import torch
-
-    cpu_checked = f"{torch.__version__}@cpu"  # the checked_torch entry of a CPU conformance pass
     for i, row in enumerate(rows):
         try:
             spec = json.loads(row["input_spec"])
@@ -224,7 +222,6 @@ def run(sr: StageRun, variants: int, band_ms: tuple[float, float], target_gpu: s
             continue
         parsed[i] = (spec, init)
         ours = INPUTS_MARKER in (row.get("code") or "")
-        checked = str(row.get("checked_torch") or "").split(",")
         for d in names:
             run_dtype = None if d == "float32" else d
             spec_d = spec_in_dtype(spec, run_dtype)
@@ -235,7 +232,7 @@ def run(sr: StageRun, variants: int, band_ms: tuple[float, float], target_gpu: s
             args = (row.get("code") or "", init, spec_d, (lo, hi), target_gpu, budget, variants,
                     timeout_s * DEADLINE_SHARE)
             # curate mine ran this very program as a KernelBench-style harness does, with this torch
-            conformed = run_dtype is None and small is None and cpu_checked in checked
+            conformed = run_dtype is None and small is None and passed_here(row.get("checked_torch"))
             jobs.append(((i, d), key, args, {"dtype": run_dtype, "repair_inputs": ours,
                                              "conformed": conformed}))
 

@@ -64,7 +64,7 @@ from typing import Any
 import polars as pl
 
 from curate.cpus import cpu_count
-from curate.conform import checked_torch
+from curate.conform import checked_torch, passed_here
 from curate.problem import mined_inputs, replace_inputs
 from curate.measure.core import measure_problem
 from curate.measure.variants import dynamic_dims_by_row
@@ -265,9 +265,6 @@ def run(sr: StageRun, device: str, inductor: bool | None, min_ms: float, max_ms:
     results: dict[int, dict[str, Any]] = {}
     leaders: dict[str, int] = {}  # measurement key -> the row measured for it
     followers: dict[str, list[int]] = {}  # measurement key -> rows that share its result
-    import torch
-
-    cpu_checked = f"{torch.__version__}@cpu"  # the checked_torch entry of a CPU conformance pass
     for i, row in enumerate(rows):
         try:
             spec = json.loads(row["input_spec"]) if row.get("input_spec") else None
@@ -302,7 +299,7 @@ def run(sr: StageRun, device: str, inductor: bool | None, min_ms: float, max_ms:
             results[i] = journal.get(key)
             continue
         checked_here = small is not None and row.get("dtype") in (None, "float32") and \
-            cpu_checked in str(row.get("checked_torch") or "").split(",")
+            passed_here(row.get("checked_torch"))
         task = dict(code=code, input_spec=spec, init_args=init,
                     device="cuda" if cuda else "cpu", inductor=inductor, trials=trials,
                     warmup=warmup, min_ms=min_ms, max_ms=max_ms, budget_s=budget_s,
