@@ -240,9 +240,13 @@ def buckets(pred_pass: np.ndarray, cuts: tuple[float, float]) -> np.ndarray:
     return np.where(pred_pass >= cuts[1], 0, np.where(pred_pass >= cuts[0], 1, 2))
 
 
-def cross_validate(rows, feats, names, models, field, C, repeats=10, folds=5, seed=0):
-    """Out-of-fold predicted pass rates per problem, per repeat: ``[{key: p}]``."""
-    keys = sorted({r["key"] for r in rows})
+def cross_validate(rows, feats, names, models, field, C, repeats=10, folds=5, seed=0, keys=None,
+                   predict=None):
+    """Out-of-fold predicted pass rates per problem, per repeat: ``[{key: p}]``.
+
+    ``keys``: the problems split into folds (default: those of ``rows``); ``predict``: the
+    problems predicted (default: all of ``keys``)."""
+    keys = sorted({r["key"] for r in rows}) if keys is None else keys
     out = []
     for rep in range(repeats):
         order = keys[:]
@@ -251,7 +255,7 @@ def cross_validate(rows, feats, names, models, field, C, repeats=10, folds=5, se
         pred: dict[str, float] = {}
         for fold in range(folds):
             train = [r for r in rows if fold_of[r["key"]] != fold]
-            test = [k for k in keys if fold_of[k] == fold]
+            test = [k for k in keys if fold_of[k] == fold and (predict is None or k in predict)]
             X, mi, y, w, _ = expand(train, feats, names, models, field)
             fit = Fit(names, models, C).fit(X, mi, y, w)
             pred.update(zip(test, fit.predict(problem_matrix(test, feats, names, field))))
@@ -296,19 +300,8 @@ def held_out_sources(rows, feats, names, field, C, repeats=5, folds=5, seed=0) -
         train_rows = [r for r in rows if r["source"] != src]
         truth = pooled([r for r in rows if r["source"] == src])
         models = sorted({r["model"] for r in train_rows})
-        preds = []
-        for rep in range(repeats):
-            order = keys[:]
-            random.Random(seed + rep).shuffle(order)
-            fold_of = {k: i % folds for i, k in enumerate(order)}
-            pred: dict[str, float] = {}
-            for fold in range(folds):
-                train = [r for r in train_rows if fold_of[r["key"]] != fold]
-                test = [k for k in keys if fold_of[k] == fold and k in truth]
-                X, mi, y, w, _ = expand(train, feats, names, models, field)
-                fit = Fit(names, models, C).fit(X, mi, y, w)
-                pred.update(zip(test, fit.predict(problem_matrix(test, feats, names, field))))
-            preds.append(pred)
+        preds = cross_validate(train_rows, feats, names, models, field, C, repeats, folds, seed,
+                               keys=keys, predict=truth)
         fig = figures(preds, truth, feats)
         tk = sorted(truth)
         fig["line_count"] = spearman([feats[k]["loc"] for k in tk], [1 - truth[k] for k in tk])
