@@ -151,7 +151,7 @@ def _sampled(out: Any) -> Any:
     return out
 
 
-def constant_answer(outputs: list[Any]) -> tuple[float, str]:
+def constant_answer(outputs: list[Any], override: Any = None) -> tuple[float, str]:
     """Whether a constant answer would pass the reward's correctness check on these outputs.
 
     Args:
@@ -159,6 +159,10 @@ def constant_answer(outputs: list[Any]) -> tuple[float, str]:
             verifier draws them on each call; :data:`curate.verify.verifier.N_TRIALS` of
             them, the input sets a verifier call compares); tensors over
             :data:`CONSTANT_SAMPLE` elements are compared on a strided sample.
+        override: a :class:`curate.verify.correctness.Tolerance` in place of the dtype's, as
+            the verifier uses for the problem (its
+            :func:`curate.verify.correctness.noise_tolerance` where the output is rounding
+            noise around zero).
     Returns:
         ``(margin, detail)``: ``margin`` is
         :func:`curate.verify.correctness.constant_answer_margin` (how far the best
@@ -170,9 +174,11 @@ def constant_answer(outputs: list[Any]) -> tuple[float, str]:
     """
     from curate.verify.correctness import constant_answer_margin
 
-    margin = constant_answer_margin([_sampled(o) for o in outputs])
+    margin = constant_answer_margin([_sampled(o) for o in outputs], override)
     if margin > 1:
         return margin, ""
-    return margin, (f"a constant answer passes the verifier's correctness check on {len(outputs)} "
+    noise = ("the output is rounding noise around zero (judged by the elementwise test alone): "
+             if override is not None and math.isinf(override.rel_l2) else "")
+    return margin, (f"{noise}a constant answer passes the verifier's correctness check on {len(outputs)} "
                     f"draws of weights and inputs (margin {margin:.3g}: the best constant's error "
                     f"is {margin:.3g}x the tolerance)")

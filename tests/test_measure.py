@@ -22,6 +22,7 @@ from curate.journal import Journal
 from curate.measure.worker import PersistentWorker
 from curate.problem import assemble
 from curate.table import read_problems, read_rejected, source_struct, write_stage
+from verify_fixtures import kernelbench
 
 
 def _t(*shape):
@@ -147,6 +148,11 @@ def test_checks_in_process_on_real_modules():
     r = measure_problem(code, [_t(8, 1, 4)], [], trials=3, warmup=1)
     assert r["reason"] == "input_insensitive" and r["constant_margin"] == 0
     assert "margin 0" in r["detail"]
+    # KernelBench level 2 #23: mean(GroupNorm(x)) is rounding noise around zero, judged by the
+    # verifier's elementwise test alone, where zeros pass: input_insensitive, and says why
+    code = kernelbench("23_Conv3d_GroupNorm_Mean", level=2)
+    r = measure_problem(code, [_t(4, 3, 6, 8, 8)], [3, 8, 3, 4], trials=3, warmup=1)
+    assert r["reason"] == "input_insensitive" and "rounding noise" in r["detail"], r["detail"]
     # with stop_on_reject=False the problem is still timed and every failed check is listed
     code = assemble(_custom("return torch.full_like(x, float('inf'))"), [_t(4, 8)], [])
     r = measure_problem(code, [_t(4, 8)], [], trials=3, warmup=1, stop_on_reject=False, min_ms=1e6)

@@ -70,6 +70,51 @@ def test_constant_reference_gets_correctness_credit_only():
     assert "does not depend on its inputs" in out["reason"]
 
 
+def test_a_reference_that_is_rounding_noise_is_judged_elementwise():
+    # KernelBench level 2 #23: the mean of a group-normalized tensor is zero in exact
+    # arithmetic; float32 returns noise near 1e-9, and an honest kernel's noise differs from
+    # the reference's by a relative L2 error near 1 (it failed on that before)
+    code = kernelbench("23_Conv3d_GroupNorm_Mean", level=2)
+    info = {"init_args": json.dumps([3, 8, 3, 4]),
+            "input_spec": json.dumps([{"kind": "tensor", "shape": [4, 3, 6, 8, 8], "dtype": "float32"}])}
+    honest = candidate("conv3d_gn_mean_triton")
+    out = compute_score("curate/test", reply(honest), code, info)
+    assert out["correct"] and out["speedup_vs_eager"] == 0.0, out["reason"]
+    assert "does not depend on its inputs" in out["reason"] and "rounding noise" in out["reason"]
+    # the elementwise test still fails a kernel that skips the normalization
+    wrong = honest.replace("        x = self.group_norm(x)\n", "")
+    assert wrong != honest
+    out = compute_score("curate/test", reply(wrong), code, info)
+    assert not out["correct"] and "elements outside atol" in out["reason"], out["reason"]
+
+
+def test_noise_tolerance_keeps_the_relative_test_for_small_but_meaningful_outputs():
+    from curate.verify.correctness import compare, noise_tolerance
+
+    torch.manual_seed(0)
+    x = torch.randn(2, 200_000)
+    softmax = torch.nn.Softmax(dim=-1)
+    out = softmax(x)  # every entry near 5e-6: within atol of zero, yet far from noise
+    assert noise_tolerance(softmax, [x], out) is None
+    assert not compare(out, torch.zeros_like(out)).ok
+    gn = torch.nn.GroupNorm(2, 8)
+    y = torch.randn(4, 8, 16)
+    noise = gn(y).mean(dim=[1, 2])
+    tol = noise_tolerance(_MeanOf(gn), [y], noise)
+    assert tol is not None and math.isinf(tol.rel_l2) and tol.atol == 1e-4
+    assert compare(noise, torch.zeros_like(noise), tol).ok
+    assert not compare(noise, torch.full_like(noise, 1e-3), tol).ok
+
+
+class _MeanOf(torch.nn.Module):
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x):
+        return self.inner(x).mean(dim=[1, 2])
+
+
 def test_constant_answer_margin_follows_the_verifiers_tolerance():
     torch.manual_seed(0)
     xs = [torch.randn(16, 1000) for _ in range(4)]

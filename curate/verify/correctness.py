@@ -316,3 +316,76 @@ def constant_answer_margin(outputs: list[Any], override: Tolerance | None = None
                 break
         best = min(best, worst)
     return best
+
+
+def near_zero(out: Any, override: Tolerance | None = None) -> bool:
+    """True when ``out`` has a nonzero float tensor leaf and every float tensor leaf lies
+    within its ``atol`` of zero: zeros would pass the elementwise test alone, and only the
+    relative L2 test (KernelBench issue 165) tells a right answer from zeros."""
+    floats = [t for _, t in flatten(out)
+              if isinstance(t, torch.Tensor) and (t.is_floating_point() or t.is_complex())]
+    if not floats:
+        return False
+    biggest = [float(t.detach().abs().max()) if t.numel() else 0.0 for t in floats]
+    return max(biggest) > 0 and all(b <= tolerance_for(t.dtype, override).atol
+                                    for b, t in zip(biggest, floats))
+
+
+def in_float64(model: torch.nn.Module, inputs: list[Any]) -> Any:
+    """``model``'s output on ``inputs`` computed again in float64: a copy of the model with
+    its floating parameters and buffers widened, float tensor inputs widened (the model
+    itself is left as it was). Raises whatever the copy or the forward raises (an operator
+    without a float64 kernel, out of memory)."""
+    import copy
+
+    wide = copy.deepcopy(model).to(torch.float64)
+    xs = [x.to(torch.float64) if isinstance(x, torch.Tensor) and x.is_floating_point() else x
+          for x in inputs]
+    with torch.no_grad():
+        return wide(*xs)
+
+
+def noise_tolerance(model: torch.nn.Module, inputs: list[Any], out: Any,
+                    override: Tolerance | None = None) -> Tolerance | None:
+    """The tolerance for a reference whose output is rounding noise around zero, else None.
+
+    A reference such as ``mean(GroupNorm(x))`` (KernelBench level 2 #23) is zero in exact
+    arithmetic; in float32 it returns values near 1e-9 that are rounding error alone. The
+    relative L2 test then compares noise with noise, and no kernel, however right, passes
+    it. The output counts as noise when it is :func:`near_zero` and its relative L2
+    distance from the same computation in float64 (:func:`in_float64` on the same model and
+    inputs) exceeds the bound: the reference itself would fail the test against a more
+    exact answer. Such a problem is judged by the elementwise test alone (the returned
+    tolerance has ``rel_l2 = inf``); zeros then pass it, and the constant-answer test
+    (:func:`constant_answer_margin`) finds the reference input-independent, which gives
+    correctness credit without speedup (the reward) or an ``input_insensitive`` rejection
+    (measure). Outputs of a meaningful small size (KernelBench issue 165's near-zero
+    references) agree with float64 to far better than the bound and keep the relative
+    test. Returns None too when the float64 run fails (the relative test is kept).
+
+    Args:
+        model: the reference module (left unchanged).
+        inputs: the forward's inputs for ``out``, as they were before the forward.
+        out: the reference's output on ``inputs``.
+        override: the tolerance used in place of the dtype's (as :func:`compare`).
+    """
+    if not near_zero(out, override):
+        return None
+    try:
+        exact = in_float64(model, inputs)
+    except Exception:
+        return None
+    pairs = [(o, e) for (_, o), (_, e) in zip(flatten(out), flatten(exact))
+             if isinstance(o, torch.Tensor) and o.is_floating_point() and isinstance(e, torch.Tensor)]
+    if not pairs:
+        return None
+    for o, e in pairs:
+        if o.shape != e.shape:
+            return None
+        o64, e64 = o.detach().double(), e.detach().double()
+        e_norm = float(e64.norm())
+        rel = float((o64 - e64).norm()) / e_norm if e_norm > 0 else math.inf
+        tol = tolerance_for(o.dtype, override)
+        if rel > tol.rel_l2:
+            return Tolerance(atol=tol.atol, rtol=tol.rtol, rel_l2=math.inf)
+    return None
