@@ -120,7 +120,10 @@ def run_kb(jobs: list[dict], refs: dict, out: Appender, kb_src: str, concurrency
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump({"ref": refs[(r["level"], r["problem_id"])], "code": r["code"],
                        "backend": r["backend"]}, f)
-        env = dict(os.environ, KB_SRC=kb_src, CUDA_VISIBLE_DEVICES=str(i % max(1, gpus)))
+        # spread over the GPUs this process sees (CUDA_VISIBLE_DEVICES names them by index)
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",")
+        visible = visible if visible != [""] else [str(g) for g in range(max(1, gpus))]
+        env = dict(os.environ, KB_SRC=kb_src, CUDA_VISIBLE_DEVICES=visible[i % len(visible)])
         t0 = time.time()
         row = {"id": r["id"]}
         try:
