@@ -242,7 +242,7 @@ def classify(ops: Sequence[OpCost], truncated: bool = False) -> dict[str, Any]:
 
 def structure_task(code: str, init_args: list | None = None, input_spec: list[dict] | None = None,
                    small_spec: list[dict] | None = None, small_init: list | None = None,
-                   max_kernels: int = MAX_KERNELS) -> dict[str, Any]:
+                   max_kernels: int = MAX_KERNELS, dtype: str | None = None) -> dict[str, Any]:
     """Trace one problem's forward and classify it (run it in a sandboxed process).
 
     Args:
@@ -253,6 +253,10 @@ def structure_task(code: str, init_args: list | None = None, input_spec: list[di
         small_spec, small_init: a small shape to trace on real CPU tensors when the forward
             cannot run on ``meta`` (it reads tensor values); None: no such fallback.
         max_kernels: stop tracing past this many kernels (the problem is then level 3).
+        dtype: the precision the problem runs in (a torch name such as ``bfloat16``, the
+            ``dtype`` column of a precision variant): the model's floating parameters and
+            buffers and every floating input are cast to it, as the harness does; None keeps
+            the code's own dtypes.
     Returns:
         :func:`classify`'s dict plus ``ok: True``, ``traced_on`` (``meta`` or ``cpu``),
         ``kernels`` (kernel-launching operators traced), ``flops``, ``bytes`` (moved by all
@@ -263,7 +267,7 @@ def structure_task(code: str, init_args: list | None = None, input_spec: list[di
     import torch
 
     from curate.cost import TooManyKernels, forward_cost
-    from curate.problem import ProblemLoadError, build_inputs, load_problem, spec_bytes
+    from curate.problem import ProblemLoadError, build_inputs, cast_floating, load_problem, spec_bytes, spec_in_dtype
 
     t0 = time.monotonic()
     try:
@@ -275,7 +279,10 @@ def structure_task(code: str, init_args: list | None = None, input_spec: list[di
         torch.manual_seed(0)
         with torch.device(device):
             model = ns["Model"](*(ns["get_init_inputs"]() if init is None else init))
-            inputs = ns["get_inputs"]() if spec is None else build_inputs(spec, device, seed=0)
+            inputs = (cast_floating(ns["get_inputs"](), dtype) if spec is None
+                      else build_inputs(spec_in_dtype(spec, dtype), device, seed=0))
+        if dtype:  # a precision variant: parameters too, or a bf16 input meets a float32 weight
+            model = model.to(getattr(torch, dtype))
         try:
             return forward_cost(model, inputs, max_kernels=max_kernels), False
         except TooManyKernels as exc:

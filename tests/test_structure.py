@@ -73,6 +73,26 @@ def test_mined_torch_modules_structure(mined_run: Path, tmp_path: Path):
     assert structures(rows, tmp_path / "cache", workers=1) == got
 
 
+
+def test_precision_variants_traced_in_their_dtype(mined_run: Path, tmp_path: Path):
+    """A bf16 variant (diversify --dtypes) shares its base problem's id: it is traced with its
+    model cast to bf16, and the float32 rows keep their own trace. Before, the bf16 row's spec
+    stood for the base problem and a bf16 input met float32 weights ("expected m1 and m2 to have
+    the same dtype"; a convolution: "Input type (BFloat16) and bias type (float) should be the
+    same"), so both precisions fell back to the code alone."""
+    from curate.problem import spec_in_dtype
+
+    rows = read_problems(mined_run / "mine").to_dicts()
+    linear = next(r for r in rows if r["name"].endswith(".Linear"))
+    fp32 = {**linear, "base_problem_id": linear["problem_id"], "dtype": "float32", "variant": 0}
+    bf16 = {**fp32, "problem_id": linear["problem_id"] + "-bf16", "dtype": "bfloat16",
+            "input_spec": json.dumps(spec_in_dtype(json.loads(linear["input_spec"]), "bfloat16"))}
+    got = structures([fp32, bf16], tmp_path / "cache", workers=1, timeout_s=60)
+    assert all(s["ok"] for s in got), got
+    assert got[0]["level"] == got[1]["level"] == 1 and got[0]["category"] == got[1]["category"] == "matmul"
+    # the bf16 trace moves half the bytes: it is its own trace, not the float32 one reused
+    assert got[1]["input_bytes"] * 2 == got[0]["input_bytes"]
+
 def test_measured_score_formula():
     gemm = measured_score(1.0, 1.0, 1)          # cuBLAS, compiler no faster: hard
     relu = measured_score(1.0, 0.0, 1)          # one elementwise kernel: easy

@@ -165,9 +165,10 @@ DIFFICULTY_NOTE = (
     "candidates were verified (`pass_rate`), else `1 - predicted_pass_rate`, a logistic model "
     "of the problem's traced operators and code fitted to public per-problem results of "
     "language models on KernelBench (`predicted`; `predicted_code` from the code alone where "
-    "the trace failed); `easy`/`medium`/`hard` cut the predicted pass rate at its terciles "
-    "over KernelBench's problems. `speedup_headroom` (0 .. 1) is a second axis: how hard the "
-    "problem is to make faster than TorchInductor and the vendor libraries (compiler headroom "
+    "the trace failed); `easy`/`medium`/`hard` cut the predicted pass rate at its quartiles "
+    "over KernelBench's problems (`hard` the lowest quarter, `easy` the highest). "
+    "`speedup_headroom` (0 .. 1) is a second axis: how hard the problem is to make faster "
+    "than TorchInductor and the vendor libraries (compiler headroom "
     "over eager, share of GPU time in cuBLAS/cuDNN kernels, kernel count; from the GPU "
     "figures, or `static` from the meta-device trace), which tracks whether a correct kernel "
     "is also faster, not whether it is correct.")

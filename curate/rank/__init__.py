@@ -12,7 +12,7 @@ n_candidates       int, candidates verified
 n_correct          int, candidates the verifier accepted
 best_speedup       float, best eager / candidate time among correct candidates (null: none)
 difficulty         str, trivial / easy / medium / hard / unsolved (a solver's pass rate), or
-                   easy / medium / hard (the predicted pass rate, cut at its terciles over
+                   easy / medium / hard (the predicted pass rate, cut at its quartiles over
                    KernelBench's problems; see .predict)
 difficulty_score   float in [0, 1]: the estimated probability that a baseline model's kernel
                    for the problem is wrong: ``1 - pass_rate`` of an LLM solver, else

@@ -1,9 +1,10 @@
 """The rank stage's structure columns (``level``, ``category``) for a table of problems.
 
-One sandboxed meta-device trace per base problem (:func:`curate.structure.structure_task`;
-all shape variants of a base problem share its code, so they share its structure), cached
-under ``cache/structure`` keyed by code and inputs, so a restarted run traces only what is
-left.
+One sandboxed meta-device trace per base problem and precision
+(:func:`curate.structure.structure_task`; all shape variants of a base problem share its code,
+so they share its structure; a bf16 or fp16 variant is traced with its model and inputs cast
+to that dtype, as it runs), cached under ``cache/structure`` keyed by code, inputs and dtype,
+so a restarted run traces only what is left.
 """
 
 from __future__ import annotations
@@ -41,6 +42,12 @@ def _task_args(row: dict[str, Any]) -> tuple:
     return (row["code"], init, spec, small_spec, small_init)
 
 
+def _precision(row: dict[str, Any]) -> str | None:
+    """The dtype a precision variant runs in (``dtype`` column), None for float32 rows."""
+    dtype = row.get("dtype")
+    return None if dtype in (None, "", "float32") else str(dtype)
+
+
 def structures(rows: list[dict[str, Any]], cache: Path, workers: int | None = None,
                timeout_s: float = 60.0, executor: "Executor | None" = None,
                progress: Callable = progress) -> list[dict[str, Any]]:
@@ -50,10 +57,12 @@ def structures(rows: list[dict[str, Any]], cache: Path, workers: int | None = No
     as sandboxed tasks of ``executor`` (Ray) when given; ``progress(items, total, label)``
     shows them (the stage's :meth:`~curate.harness.stage.StageRun.progress`)."""
     out: list[dict[str, Any] | None] = [None] * len(rows)
-    by_base: dict[str, list[int]] = {}
-    firsts: dict[str, tuple] = {}
+    by_base: dict[tuple, list[int]] = {}
+    firsts: dict[tuple, tuple] = {}
     for i, row in enumerate(rows):
-        base = str(row.get("base_problem_id") or row.get("problem_id"))
+        # a precision variant shares its base problem's id but not its trace (a bf16 input
+        # meets bf16 weights only when the model is cast as well)
+        base = (str(row.get("base_problem_id") or row.get("problem_id")), _precision(row))
         try:
             args = _task_args(row)
         except (TypeError, ValueError, KeyError) as exc:
@@ -63,15 +72,17 @@ def structures(rows: list[dict[str, Any]], cache: Path, workers: int | None = No
         # the primary (variant 0) row's shape stands for its base problem
         if base not in firsts or row.get("variant") in (0, "0"):
             firsts[base] = args
-    results: dict[str, dict[str, Any]] = {}
+    results: dict[tuple, dict[str, Any]] = {}
     todo = []
     for base, args in firsts.items():
-        path = cache / f"{_key(args)}.json"
+        dtype = base[1]
+        path = cache / f"{_key(args if dtype is None else (*args, dtype))}.json"
         try:
             results[base] = json.loads(path.read_text())
         except (OSError, ValueError):
             todo.append((base, path, args))
-    stream = sandboxed_map(structure_task, [(a, {}) for _, _, a in todo], executor=executor,
+    stream = sandboxed_map(structure_task, [(a, {"dtype": b[1]} if b[1] else {}) for b, _, a in todo],
+                           executor=executor,
                            workers=workers, timeout_s=timeout_s, mem_mb=TRACE_MEM_MB, guard=True)
     for j, outcome in progress(stream, len(todo), "structure"):
         base, path, _ = todo[j]

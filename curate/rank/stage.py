@@ -238,7 +238,13 @@ def _rank(sr: StageRun, df: pl.DataFrame, the_solver: Solver | None, valid: list
         "predicted_pass_rate_mean": _mean([r["predicted_pass_rate"] for r in kept_rows]),
         "level": {str(lv): n for lv, n in sorted(Counter(r["level"] for r in kept_rows).items(), key=str)},
         "category": dict(Counter(r["category"] for r in kept_rows).most_common()),
-        "structure_errors": sum(1 for r in kept_rows if r["level"] is None), "verify_reasons": dict(reasons.most_common(20))}
+        "structure_errors": sum(1 for r in kept_rows if r["level"] is None),
+        # why traces failed (their rows are predicted from the code alone): a stage that falls
+        # back says why, not only how often
+        "structure_error_reasons": dict(Counter((st.get("error") or "no trace")[:120]
+                                                for i, st in structure.items()
+                                                if not st.get("ok") and i not in rejected_idx).most_common(10)),
+        "verify_reasons": dict(reasons.most_common(20))}
     if hasattr(the_solver, "requests_sent"):
         extra["requests_sent"] = the_solver.requests_sent
     return sr.write(kept, rejected, df.height, extra)
