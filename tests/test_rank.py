@@ -102,6 +102,9 @@ def test_rank_with_completions_end_to_end(tmp_path):
     assert kb["pass_at_k"] == pytest.approx(pass_at_k(3, 1, 2)) == pytest.approx(2 / 3)
     assert kb["difficulty"] == "medium" and kb["solver"] == "completions:completions.jsonl"
     assert kb["best_speedup"] > 0 and kb["rank_error"] is None
+    # each candidate's verdict is kept with the row: one correct, two for their own reasons
+    why = json.loads(kb["verify_reasons"])
+    assert sum(why.values()) == 3 and why.get("correct") == 1, why
     tr = rows["torch-relu"]
     assert (tr["n_correct"], tr["pass_rate"], tr["pass_at_k"], tr["difficulty"]) == (2, 1.0, 1.0, "easy")
     sig = rows["kb-21-sigmoid"]

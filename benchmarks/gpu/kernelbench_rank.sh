@@ -14,6 +14,7 @@
 #                                                         mine, then `rank --solver completions`
 #                                                         on N published kernels (default 96,
 #                                                         CUDA and Triton) beside their verdicts
+#                                                         (KB_VERIFY_WORKERS: verify workers, 12)
 #
 # Results in $OUT: gpu.txt, <phase>.log, difficulty-check.json (pipeline), stats of each stage
 # (<stage>-stats.json), rank.parquet (the ranked rows: difficulty_score, speedup_headroom,
@@ -59,7 +60,7 @@ case "${1:-}" in
     [ -d "$RUN/mine/problems" ] || python3 benchmarks/kernelbench_pipeline.py run --out "$RUN" --device cuda \
       --mine-only > "$OUT/mine.log" 2>&1
     timeout 480 python3 benchmarks/kernelbench_pipeline.py completions --out "$RUN" --device cuda \
-      --backends cuda,triton --max-kernels "${2:-96}" --verify-workers 12 > "$OUT/completions.log" 2>&1
+      --backends cuda,triton --max-kernels "${2:-96}" --verify-workers "${KB_VERIFY_WORKERS:-12}" > "$OUT/completions.log" 2>&1
     echo "exit $?"
     ;;
   *) echo "usage: $0 pipeline [2024] | completions [N]"; exit 2 ;;

@@ -35,6 +35,9 @@ category           str, operator category where the forward spends its time (mat
                    elementwise, other; null: the trace failed)
 solver             str, ``none``, ``inductor``, ``openai:<model>`` or ``completions:<file>``
 rank_error         str, why a solver did not rank a problem (null when it did or none ran)
+verify_reasons     str, JSON ``{reason: candidates}``: the verifier's verdicts on the row's
+                   candidates (``correct``, ``wrong output on trial 0``, ``no custom kernel
+                   launched``, ...; null when no solver ranked it)
 =================  ========================================================================
 
 With ``solver="none"`` (the default) no candidate is generated: every row's difficulty comes

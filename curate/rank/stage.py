@@ -30,7 +30,7 @@ RANK_COLUMNS = {
     "n_correct": pl.Int64, "best_speedup": pl.Float64, "difficulty": pl.String,
     "difficulty_score": pl.Float64, "difficulty_signal": pl.String, "predicted_pass_rate": pl.Float64,
     "speedup_headroom": pl.Float64, "headroom_signal": pl.String, "level": pl.Int64,
-    "category": pl.String, "solver": pl.String, "rank_error": pl.String,
+    "category": pl.String, "solver": pl.String, "rank_error": pl.String, "verify_reasons": pl.String,
 }
 
 
@@ -257,8 +257,12 @@ def _aggregate(results: list[VerifyResult], k: int, deterministic: bool, on_gpu:
     speedups = [r.speedup_vs_eager for r in results if r.correct and r.speedup_vs_eager]
     best = max(speedups) if speedups else None
     pak = rate if deterministic and n else pass_at_k(n, c, k)
+    # why each candidate passed or failed, per row: a pass rate alone cannot be checked
+    # against a publisher's verdicts kernel by kernel
+    why = Counter(_reason_class(r.reason) for r in results)
     return {"pass_rate": rate, "pass_at_k": pak, "n_candidates": n, "n_correct": c,
-            "best_speedup": best, "difficulty": difficulty(rate, c, best, on_gpu, DifficultyRule())}
+            "best_speedup": best, "difficulty": difficulty(rate, c, best, on_gpu, DifficultyRule()),
+            "verify_reasons": json.dumps(dict(why.most_common()))}
 
 
 def _signal(row: dict[str, Any], cols: dict[str, Any], st: dict[str, Any], llm: bool) -> dict[str, Any]:
