@@ -83,6 +83,10 @@ MODEL_SCALE = 10.0
 #: cut: ``hard`` the lowest quarter, ``easy`` the highest (terciles gave easy/hard pass rates of
 #: only about 1.7x in cross-validation).
 BUCKET_QUANTILES = (0.25, 0.75)
+#: Order level-2 problems by the structural score (:func:`curate.rank.predict.level2_probability`)
+#: rather than by the regression: within level 2 the sources agree with that score (Spearman
+#: 0.10-0.22 in each) and barely with the regression's out-of-fold ordering (-0.03-0.10).
+LEVEL2_STATIC = True
 
 
 def key(level: int, pid: int) -> str:
@@ -235,17 +239,67 @@ def problem_matrix(keys: list[str], feats: dict[str, dict], names: list[str], fi
     return np.array([[feats[k][field][nm] for nm in names] for k in keys], float)
 
 
+def static_of(k: str, feats: dict[str, dict]) -> float:
+    from curate.rank.difficulty import static_score
+
+    st = feats[k]["static"]
+    return static_score(st["library_share"] or 0.0, st["kernels"] or 1)
+
+
+def _logit(p: float) -> float:
+    p = min(1 - 1e-9, max(1e-9, p))
+    return math.log(p / (1 - p))
+
+
+def level2_rule(pred: dict[str, float], feats: dict[str, dict]) -> dict[str, float] | None:
+    """The constants of :func:`curate.rank.predict.level2_probability` from predictions of the
+    regression: the center (median) and spread (interquartile range / 1.349, the standard
+    deviation of a normal distribution with that range) of its logits and of the structural
+    score over the level-2 problems of ``pred`` (None: fewer than 3 of them). Robust, as one
+    extreme out-of-fold prediction once tripled a plain standard deviation."""
+    l2 = [k for k in pred if feats[k]["features"].get("level2")]
+    if len(l2) < 3:
+        return None
+    lg = np.array([_logit(pred[k]) for k in l2])
+    st = np.array([static_of(k, feats) for k in l2])
+
+    def spread(a: np.ndarray) -> float:
+        return float((np.quantile(a, 0.75) - np.quantile(a, 0.25)) / 1.349)
+
+    return {"logit_center": float(np.median(lg)), "logit_spread": spread(lg),
+            "static_center": float(np.median(st)), "static_spread": spread(st)}
+
+
+def with_level2(pred: dict[str, float], feats: dict[str, dict], rule: dict[str, float] | None = None) -> dict[str, float]:
+    """``pred`` with its level-2 problems ordered by the structural score
+    (:func:`curate.rank.predict.level2_probability`; ``rule`` from :func:`level2_rule` of
+    ``pred`` itself when not given)."""
+    from curate.rank.predict import level2_probability
+
+    rule = rule or level2_rule(pred, feats)
+    if rule is None:
+        return pred
+    out = dict(pred)
+    for k in pred:
+        if feats[k]["features"].get("level2"):
+            st = feats[k]["static"]
+            out[k] = level2_probability(st["library_share"] or 0.0, st["kernels"] or 1, rule)
+    return out
+
+
 def buckets(pred_pass: np.ndarray, cuts: tuple[float, float]) -> np.ndarray:
     """0 easy (predicted pass >= upper cut), 1 medium, 2 hard (below the lower cut)."""
     return np.where(pred_pass >= cuts[1], 0, np.where(pred_pass >= cuts[0], 1, 2))
 
 
 def cross_validate(rows, feats, names, models, field, C, repeats=10, folds=5, seed=0, keys=None,
-                   predict=None):
+                   predict=None, level2=None):
     """Out-of-fold predicted pass rates per problem, per repeat: ``[{key: p}]``.
 
     ``keys``: the problems split into folds (default: those of ``rows``); ``predict``: the
-    problems predicted (default: all of ``keys``)."""
+    problems predicted (default: all of ``keys``); ``level2``: order level-2 problems by the
+    structural score (:func:`with_level2`; default :data:`LEVEL2_STATIC` for the trace model)."""
+    level2 = (LEVEL2_STATIC and field == "features") if level2 is None else level2
     keys = sorted({r["key"] for r in rows}) if keys is None else keys
     out = []
     for rep in range(repeats):
@@ -259,7 +313,7 @@ def cross_validate(rows, feats, names, models, field, C, repeats=10, folds=5, se
             X, mi, y, w, _ = expand(train, feats, names, models, field)
             fit = Fit(names, models, C).fit(X, mi, y, w)
             pred.update(zip(test, fit.predict(problem_matrix(test, feats, names, field))))
-        out.append(pred)
+        out.append(with_level2(pred, feats) if level2 else pred)
     return out
 
 
@@ -290,7 +344,7 @@ def bootstrap_ci(x: np.ndarray, t: np.ndarray, n: int = 2000, seed: int = 0) -> 
     return [float(np.quantile(vals, 0.025)), float(np.quantile(vals, 0.975))]
 
 
-def held_out_sources(rows, feats, names, field, C, repeats=5, folds=5, seed=0) -> dict:
+def held_out_sources(rows, feats, names, field, C, repeats=5, folds=5, seed=0, level2=None) -> dict:
     """Source by source: fitted on the other sources' verdicts of the training folds' problems,
     checked on the held-out source's pooled pass rates of the held-out problems (a new publisher,
     harness and set of models on problems the fit has not seen), beside the line count."""
@@ -301,7 +355,7 @@ def held_out_sources(rows, feats, names, field, C, repeats=5, folds=5, seed=0) -
         truth = pooled([r for r in rows if r["source"] == src])
         models = sorted({r["model"] for r in train_rows})
         preds = cross_validate(train_rows, feats, names, models, field, C, repeats, folds, seed,
-                               keys=keys, predict=truth)
+                               keys=keys, predict=truth, level2=level2)
         fig = figures(preds, truth, feats)
         tk = sorted(truth)
         fig["line_count"] = spearman([feats[k]["loc"] for k in tk], [1 - truth[k] for k in tk])
@@ -392,8 +446,17 @@ def fit_main(args) -> None:
         X, mi, y, w, _ = expand(rows, feats, nm, models, field)
         fit = Fit(nm, models, best_c).fit(X, mi, y, w)
         p_all = fit.predict(problem_matrix(keys, feats, nm, field))
-        cuts = [float(c) for c in np.quantile(p_all, BUCKET_QUANTILES)]
         params = fit.params()
+        if LEVEL2_STATIC and field == "features":
+            rule = level2_rule(dict(zip(keys, p_all)), feats)
+            params["level2_static"] = rule
+            ruled = with_level2(dict(zip(keys, p_all)), feats, rule)
+            p_all = np.array([ruled[k] for k in keys])
+            plain = cross_validate(rows, feats, nm, models, field, best_c, repeats=3, level2=False)
+            fig["without_level2_static"] = {**figures(plain, truth, feats),
+                                            "held_out_sources": {s: x["spearman"] for s, x in held_out_sources(
+                                                rows, feats, nm, field, best_c, level2=False).items()}}
+        cuts = [float(c) for c in np.quantile(p_all, BUCKET_QUANTILES)]
         params["bucket_cuts"] = cuts
         b = buckets(p_all, tuple(cuts))
         params["training_bucket_pass_rate"] = [float(t[b == i].mean()) for i in range(3)]

@@ -215,6 +215,26 @@ def test_predictor_parameters_match_the_features():
     assert p > predict.predict(conv, structure_task(conv))[0]
 
 
+
+def test_level2_ordered_by_the_structural_score():
+    """A level-2 problem's predicted pass rate comes from the structural score (library share
+    and kernels traced), a higher score lower; the other levels from the regression."""
+    from curate.rank import predict
+    from curate.rank.difficulty import static_score
+    from curate.structure import structure_task
+
+    rule = predict.load_model()["full"]["level2_static"]
+    got = []
+    for name in ("12_Gemm_Multiply_LeakyReLU", "1_Conv2D_ReLU_BiasAdd", "100_ConvTranspose3d_Clamp_Min_Divide"):
+        st = structure_task(KB[name]["code"])
+        assert st["level"] == 2, (name, st.get("level"))
+        p, how = predict.predict(KB[name]["code"], st)
+        assert how == "predicted" and p == predict.level2_probability(st["library_share"], st["kernels"], rule)
+        got.append((static_score(st["library_share"], st["kernels"]), p))
+    got.sort()
+    assert [p for _, p in got] == sorted((p for _, p in got), reverse=True), got
+
+
 USER_PROBLEM = '''import torch
 import torch.nn as nn
 
