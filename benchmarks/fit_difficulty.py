@@ -479,8 +479,9 @@ def fit_main(args) -> None:
                  key=lambda kv: -abs(kv[1]))[:12]
     print("largest weights (per standard deviation, + = more often correct):",
           ", ".join(f"{n} {w:+.2f}" for n, w in top))
-    REPORT.parent.mkdir(parents=True, exist_ok=True)
-    REPORT.write_text(json.dumps(report, indent=1))
+    if not args.dry_run:  # a trial fit leaves the committed figures as they are
+        REPORT.parent.mkdir(parents=True, exist_ok=True)
+        REPORT.write_text(json.dumps(report, indent=1))
     model = {"about": "curate's difficulty predictor: logistic regression of a language model's kernel being "
                       "correct on a KernelBench problem, fitted by benchmarks/fit_difficulty.py on "
                       "curate/data/passrates/results.csv (see its PROVENANCE.md); docs/difficulty.md",
@@ -503,7 +504,7 @@ def main() -> None:
     ap.add_argument("what", choices=("features", "fit"))
     ap.add_argument("--sources", default=",".join(DEFAULT_SOURCES),
                     help="comma-separated sources of results.csv to fit on")
-    ap.add_argument("--dry-run", action="store_true", help="report only; leave the model JSON as it is")
+    ap.add_argument("--dry-run", action="store_true", help="print only; leave the model JSON and the figures file as they are")
     args = ap.parse_args()
     if args.what == "features":
         build_features(FEATURES)
