@@ -53,7 +53,7 @@ def pass_probability(x: dict[str, float], params: dict[str, Any]) -> float:
         if v is None or not math.isfinite(v):
             continue
         z += w * (float(v) - mu) / (sd or 1.0)
-    return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
+    return _sigmoid(z)
 
 
 def level2_probability(library_share: float, kernels: int, rule: dict[str, float]) -> float:
@@ -62,7 +62,10 @@ def level2_probability(library_share: float, kernels: int, rule: dict[str, float
     and interquartile range / 1.349), a higher score harder, put on the regression's level-2
     logits (``logit_center``, ``logit_spread``, likewise)."""
     zs = (static_score(library_share, kernels) - rule["static_center"]) / (rule["static_spread"] or 1.0)
-    z = rule["logit_center"] - rule["logit_spread"] * zs
+    return _sigmoid(rule["logit_center"] - rule["logit_spread"] * zs)
+
+
+def _sigmoid(z: float) -> float:
     return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
 
 
