@@ -385,8 +385,6 @@ def source_agreement(rows) -> dict:
 
 
 def fit_main(args) -> None:
-    from curate.rank.difficulty import static_score
-
     feats = json.loads(FEATURES.read_text())
     for v in feats.values():  # features derived from others (F.interactions) need no new trace
         v["features"] = F.interactions(v["features"])
@@ -408,8 +406,7 @@ def fit_main(args) -> None:
                     "truth": "pooled pass rate over " + ", ".join(sources),
                     "truth_first": "pooled pass rate over " + ", ".join(s for s in FIRST_SOURCES if s in sources)}
     loc = np.array([feats[k]["loc"] for k in keys], float)
-    stat = np.array([static_score(feats[k]["static"]["library_share"] or 0.0, feats[k]["static"]["kernels"] or 1)
-                     if feats[k]["static"]["kernels"] is not None else np.nan for k in keys])
+    stat = np.array([static_of(k, feats) if feats[k]["static"]["kernels"] is not None else np.nan for k in keys])
     ok = ~np.isnan(stat)
     fk = sorted(first)
     report["baselines"] = {
