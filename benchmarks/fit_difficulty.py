@@ -3,6 +3,7 @@ language models on KernelBench, report its cross-validated figures and write its
 
     pip install scikit-learn            # the fit only; rank evaluates the JSON with numpy
     python benchmarks/fit_difficulty.py features   # trace + code features of KernelBench's 250 (minutes)
+    python benchmarks/fit_difficulty.py features --sizes 2024   # the same at their 2024 sizes (optional)
     python benchmarks/fit_difficulty.py fit        # cross-validate, fit, write the model JSON
 
 Data: ``curate/data/passrates/results.csv`` (its ``PROVENANCE.md`` names the sources: per
@@ -59,6 +60,10 @@ from curate.rank import features as F  # noqa: E402
 
 RESULTS = KERNELBENCH_DIR.parent / "passrates" / "results.csv"
 FEATURES = ROOT / "benchmarks" / "results" / "difficulty-features.json"
+#: The same of KernelBench's files at their 2024 sizes (``features --sizes 2024``): the fit is
+#: checked on them too, as the parameters fitted at the current sizes meet both in use.
+FEATURES_2024 = ROOT / "benchmarks" / "results" / "difficulty-features-2024.json"
+PROBLEMS_2024 = ROOT / "benchmarks" / "data" / "kernelbench-2024.jsonl"
 REPORT = ROOT / "benchmarks" / "results" / "difficulty-fit.json"
 MODEL = ROOT / "curate" / "rank" / "difficulty_model.json"
 DEFAULT_SOURCES = ("technoabsurdist_kb", "yenhao_kb", "llmkernel_triton", "aikg_agent")
@@ -95,14 +100,15 @@ def key(level: int, pid: int) -> str:
 
 # ---- features of KernelBench's problems, as the rank stage sees them after mine ----
 
-def build_features(out: Path) -> None:
-    """Each KernelBench problem through :func:`curate.mine.kernelbench.kernelbench_task` (its
-    row as ``curate mine`` writes it), traced as ``curate rank`` traces it; a file mine
-    rejects is traced from its own ``get_inputs`` (meta device)."""
+def build_features(out: Path, rows: list[dict] | None = None) -> None:
+    """Each KernelBench problem (``rows``, default the package's copy) through
+    :func:`curate.mine.kernelbench.kernelbench_task` (its row as ``curate mine`` writes it),
+    traced as ``curate rank`` traces it; a file mine rejects is traced from its own
+    ``get_inputs`` (meta device)."""
     from curate.mine.kernelbench import kernelbench_task
     from curate.structure import structure_task
 
-    rows = kernelbench_problems()
+    rows = kernelbench_problems() if rows is None else rows
     got: dict[str, dict] = {}
     t0 = time.monotonic()
     for k, r in enumerate(rows):
@@ -293,13 +299,16 @@ def buckets(pred_pass: np.ndarray, cuts: tuple[float, float]) -> np.ndarray:
 
 
 def cross_validate(rows, feats, names, models, field, C, repeats=10, folds=5, seed=0, keys=None,
-                   predict=None, level2=None):
+                   predict=None, level2=None, test_feats=None):
     """Out-of-fold predicted pass rates per problem, per repeat: ``[{key: p}]``.
 
     ``keys``: the problems split into folds (default: those of ``rows``); ``predict``: the
     problems predicted (default: all of ``keys``); ``level2``: order level-2 problems by the
-    structural score (:func:`with_level2`; default :data:`LEVEL2_STATIC` for the trace model)."""
+    structural score (:func:`with_level2`; default :data:`LEVEL2_STATIC` for the trace model);
+    ``test_feats``: the held-out problems' features (default ``feats``; the 2024 sizes' to check
+    parameters fitted at the current sizes on those files)."""
     level2 = (LEVEL2_STATIC and field == "features") if level2 is None else level2
+    test_feats = feats if test_feats is None else test_feats
     keys = sorted({r["key"] for r in rows}) if keys is None else keys
     out = []
     for rep in range(repeats):
@@ -312,8 +321,8 @@ def cross_validate(rows, feats, names, models, field, C, repeats=10, folds=5, se
             test = [k for k in keys if fold_of[k] == fold and (predict is None or k in predict)]
             X, mi, y, w, _ = expand(train, feats, names, models, field)
             fit = Fit(names, models, C).fit(X, mi, y, w)
-            pred.update(zip(test, fit.predict(problem_matrix(test, feats, names, field))))
-        out.append(with_level2(pred, feats) if level2 else pred)
+            pred.update(zip(test, fit.predict(problem_matrix(test, test_feats, names, field))))
+        out.append(with_level2(pred, test_feats) if level2 else pred)
     return out
 
 
@@ -344,10 +353,13 @@ def bootstrap_ci(x: np.ndarray, t: np.ndarray, n: int = 2000, seed: int = 0) -> 
     return [float(np.quantile(vals, 0.025)), float(np.quantile(vals, 0.975))]
 
 
-def held_out_sources(rows, feats, names, field, C, repeats=5, folds=5, seed=0, level2=None) -> dict:
+def held_out_sources(rows, feats, names, field, C, repeats=5, folds=5, seed=0, level2=None,
+                     test_feats=None) -> dict:
     """Source by source: fitted on the other sources' verdicts of the training folds' problems,
     checked on the held-out source's pooled pass rates of the held-out problems (a new publisher,
-    harness and set of models on problems the fit has not seen), beside the line count."""
+    harness and set of models on problems the fit has not seen), beside the line count (of
+    ``test_feats``' files where given: see :func:`cross_validate`)."""
+    lines = feats if test_feats is None else test_feats
     keys = sorted({r["key"] for r in rows})
     out = {}
     for src in sorted({r["source"] for r in rows}):
@@ -355,10 +367,10 @@ def held_out_sources(rows, feats, names, field, C, repeats=5, folds=5, seed=0, l
         truth = pooled([r for r in rows if r["source"] == src])
         models = sorted({r["model"] for r in train_rows})
         preds = cross_validate(train_rows, feats, names, models, field, C, repeats, folds, seed,
-                               keys=keys, predict=truth, level2=level2)
+                               keys=keys, predict=truth, level2=level2, test_feats=test_feats)
         fig = figures(preds, truth, feats)
         tk = sorted(truth)
-        fig["line_count"] = spearman([feats[k]["loc"] for k in tk], [1 - truth[k] for k in tk])
+        fig["line_count"] = spearman([lines[k]["loc"] for k in tk], [1 - truth[k] for k in tk])
         fig["problems"] = len(tk)
         out[src] = fig
     return out
@@ -386,8 +398,9 @@ def source_agreement(rows) -> dict:
 
 def fit_main(args) -> None:
     feats = json.loads(FEATURES.read_text())
-    for v in feats.values():  # features derived from others (F.interactions) need no new trace
-        v["features"] = F.interactions(v["features"])
+    feats_2024 = json.loads(FEATURES_2024.read_text()) if FEATURES_2024.exists() else None
+    for v in itertools.chain(feats.values(), (feats_2024 or {}).values()):
+        v["features"] = F.interactions(v["features"])  # derived from others: no new trace needed
     sources = tuple(args.sources.split(","))
     rows = [r for r in load_results(sources) if r["key"] in feats]
     truth = {k: v for k, v in pooled(rows).items() if k in feats}
@@ -453,6 +466,17 @@ def fit_main(args) -> None:
             fig["without_level2_static"] = {**figures(plain, truth, feats),
                                             "held_out_sources": {s: x["spearman"] for s, x in held_out_sources(
                                                 rows, feats, nm, field, best_c, level2=False).items()}}
+        if feats_2024 is not None:
+            # the parameters are fitted at the current sizes and meet the 2024 files in use too
+            fig["sizes_2024"] = sz = {"held_out_sources": {s: {x: v[x] for x in ("spearman", "line_count")} for s, v in
+                                                           held_out_sources(rows, feats, nm, field, best_c,
+                                                                            test_feats=feats_2024).items()}}
+            if LEVEL2_STATIC and field == "features":
+                sz["without_level2_static"] = {s: x["spearman"] for s, x in held_out_sources(
+                    rows, feats, nm, field, best_c, level2=False, test_feats=feats_2024).items()}
+            print(f"  {label} at the 2024 sizes, held-out sources: "
+                  + ", ".join(f"{s} {v['spearman']:.3f} (line count {v['line_count']:.3f})"
+                              for s, v in sz["held_out_sources"].items()))
         cuts = [float(c) for c in np.quantile(p_all, BUCKET_QUANTILES)]
         params["bucket_cuts"] = cuts
         b = buckets(p_all, tuple(cuts))
@@ -502,9 +526,15 @@ def main() -> None:
     ap.add_argument("--sources", default=",".join(DEFAULT_SOURCES),
                     help="comma-separated sources of results.csv to fit on")
     ap.add_argument("--dry-run", action="store_true", help="print only; leave the model JSON and the figures file as they are")
+    ap.add_argument("--sizes", choices=("current", "2024"), default="current",
+                    help="features: KernelBench's files at their current sizes (the fit's) or their 2024 sizes "
+                         "(benchmarks/data/kernelbench-2024.jsonl; the fit then also reports its figures on them)")
     args = ap.parse_args()
     if args.what == "features":
-        build_features(FEATURES)
+        if args.sizes == "2024":
+            build_features(FEATURES_2024, [json.loads(x) for x in PROBLEMS_2024.read_text().splitlines() if x.strip()])
+        else:
+            build_features(FEATURES)
     else:
         fit_main(args)
 
