@@ -187,6 +187,7 @@ def _rank(sr: StageRun, df: pl.DataFrame, the_solver: Solver | None, valid: list
         else:
             pending.append((j, path))
     reasons: Counter[str] = Counter()
+    retried = 0
     stream = verify_many([jobs[j] for j, _ in pending], workers=workers, timeout_s=timeout_s,
                          executor=sr.remote, **common) if pending else iter(())
     for n, result in sr.progress(stream, len(pending), f"verify ({solver})"):
@@ -196,6 +197,7 @@ def _rank(sr: StageRun, df: pl.DataFrame, the_solver: Solver | None, valid: list
         tmp.write_text(json.dumps(result.to_dict(), default=str))
         tmp.replace(path)
         rank[owners[j]]["results"].append(result)
+        retried += "memory_retried_alone" in result.details
 
     kept_rows = []
     for i, row in enumerate(df.iter_rows(named=True)):
@@ -244,7 +246,9 @@ def _rank(sr: StageRun, df: pl.DataFrame, the_solver: Solver | None, valid: list
         "structure_error_reasons": dict(Counter((st.get("error") or "no trace")[:120]
                                                 for i, st in structure.items()
                                                 if not st.get("ok") and i not in rejected_idx).most_common(10)),
-        "verify_reasons": dict(reasons.most_common(20))}
+        "verify_reasons": dict(reasons.most_common(20)),
+        # verdicts that ran out of memory beside other workers on the GPU, verified again alone
+        "memory_retried_alone": retried}
     if hasattr(the_solver, "requests_sent"):
         extra["requests_sent"] = the_solver.requests_sent
     return sr.write(kept, rejected, df.height, extra)

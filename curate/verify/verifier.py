@@ -253,10 +253,23 @@ def verify(reference_code: str, candidate_code: str, *, init_args: Any = None,
     return _from_outcome(outcome, cfg)
 
 
+def out_of_memory(result: VerifyResult) -> bool:
+    """The verification ran out of memory (its process, the candidate or the reference): a
+    ``memory`` outcome or a verdict naming it (CUDA's "CUDA out of memory", torch's
+    ``OutOfMemoryError``)."""
+    reason = (result.reason or "").lower()
+    return "out of memory" in reason or "outofmemoryerror" in reason
+
+
 def verify_many(jobs: Iterable[tuple[str, str, dict[str, Any]]], *, workers: int = 1,
                 timeout_s: float = 300.0, mem_mb: int | None | str = "auto",
-                executor: Any = None, **common: Any) -> Iterator[tuple[int, VerifyResult]]:
+                executor: Any = None, memory_alone: bool | None = None,
+                **common: Any) -> Iterator[tuple[int, VerifyResult]]:
     """Verify many candidates, ``workers`` sandboxes at a time.
+
+    A job that runs out of memory beside others (``memory_alone``; default: local sandboxes on
+    CUDA with more than one worker, which share the GPU) is verified again, alone, after the
+    rest; its result carries ``details["memory_retried_alone"]`` with the first verdict.
 
     Args:
         jobs: ``(reference_code, candidate_code, options)`` where ``options`` are
@@ -277,10 +290,22 @@ def verify_many(jobs: Iterable[tuple[str, str, dict[str, Any]]], *, workers: int
         calls.append(((ref, cand, cfg), {}))
     if not calls:
         return
+    if memory_alone is None:
+        memory_alone = executor is None and workers > 1 and str(cfgs[0]["device"]).startswith("cuda")
     if executor is None:
         stream = _sandbox(cfgs[0], workers, timeout_s, mem_mb).map(verify_task, calls)
     else:
         stream = executor.sandboxed(verify_task, calls, timeout_s=timeout_s,
                                     mem_mb=_mem_mb(cfgs[0], mem_mb))
+    again: list[tuple[int, str]] = []
     for i, outcome in stream:
-        yield i, _from_outcome(outcome, cfgs[i])
+        result = _from_outcome(outcome, cfgs[i])
+        if memory_alone and out_of_memory(result):
+            again.append((i, result.reason))
+            continue
+        yield i, result
+    for i, first in again:  # one at a time, nothing else running
+        for _, outcome in _sandbox(cfgs[i], 1, timeout_s, mem_mb).map(verify_task, [calls[i]]):
+            result = _from_outcome(outcome, cfgs[i])
+            result.details["memory_retried_alone"] = {"first_reason": first}
+            yield i, result

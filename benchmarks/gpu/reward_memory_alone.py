@@ -1,0 +1,61 @@
+"""The reward's verification workers on one GPU when two large problems meet: two correct
+candidates for KernelBench's 19_ReLU at a large input verified at once on one GPU by two
+workers, without and with the retry alone (:class:`curate.verify.pool.VerifierPool`
+``memory_alone``), beside the same two verified one after the other by one worker (whether the
+problem fits the GPU at all).
+
+    python benchmarks/gpu/reward_memory_alone.py --gib 16,24,32 --out OUT/memory-alone.json
+
+Prints and writes, per input size (GiB of float32 input) and setting: the verdicts, the retries,
+the seconds. A correct candidate refused for memory that another worker held is a wrong reward.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from curate.data import kernelbench_problems  # noqa: E402
+from curate.verify import make_config  # noqa: E402
+from curate.verify.pool import VerifierPool  # noqa: E402
+
+CANDIDATE = Path(__file__).resolve().parents[2] / "tests" / "candidates" / "relu_triton.py"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--gib", default="16,24,32", help="comma-separated input sizes in GiB (float32)")
+    ap.add_argument("--out", default="memory-alone.json")
+    args = ap.parse_args()
+    ref = next(p["code"] for p in kernelbench_problems() if p["level"] == 1 and p["name"] == "19_ReLU")
+    cand = CANDIDATE.read_text()
+    rows = []
+    for gib in (float(g) for g in args.gib.split(",")):
+        n = int(gib * 2**30 / 4)
+        spec = [{"kind": "tensor", "shape": [n // 4096, 4096], "dtype": "float32"}]
+        for workers, alone in ((1, False), (2, False), (2, True)):
+            pool = VerifierPool(workers=workers, device="cuda", slots=[{}], memory_alone=alone)
+            t = time.monotonic()
+            try:
+                with ThreadPoolExecutor(2) as ex:
+                    res = list(ex.map(lambda _: pool.verify(ref, cand, make_config(input_spec=spec, device="cuda",
+                                                                                   time_it=False), 600, "relu"),
+                                      range(2)))
+            finally:
+                pool.close()
+            row = {"gib": gib, "workers": workers, "memory_alone": alone, "correct": [r.correct for r in res],
+                   "reasons": [r.reason[:160] for r in res], "memory_retried": pool.memory_retried,
+                   "seconds": round(time.monotonic() - t, 1)}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    Path(args.out).write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
