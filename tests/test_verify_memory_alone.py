@@ -1,5 +1,6 @@
-"""A verification that runs out of memory beside other workers on its GPU is verified again
-alone there (simulated on the CPU: two workers share one slot, as on one GPU)."""
+"""Verification memory: a verification that runs out of memory beside other workers on its GPU
+is verified again alone there (simulated on the CPU: two workers share one slot, as on one GPU);
+a persistent worker's per-shape caches keep judging constant references on later calls."""
 
 from __future__ import annotations
 
@@ -97,3 +98,40 @@ def test_verify_many_runs_out_of_memory_jobs_again_after_the_rest(tmp_path):
     again = dict(verify_many(jobs[1:], workers=2, timeout_s=120, input_spec=SMALL_SPEC, device="cpu",
                              time_it=False))
     assert not again[0].correct and "out of memory" in again[0].reason
+
+
+CONSTANT_LOSS = '''import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """A loss that is 3 whatever its inputs."""
+
+    def forward(self, input, target):
+        return (input * 0).sum() + (target * 0).sum() + 3.0
+
+
+def get_inputs():
+    return [torch.randn(8, 16), torch.randn(8, 16)]
+
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_a_persistent_worker_keeps_judging_constant_references_after_caching_its_margin():
+    """A worker keeps each trial's reference output a second time only until it has the
+    constant-answer margin of the shape; later calls reuse the margin, and a kernel that writes
+    the constant still gets no speedup credit on every call."""
+    pool = VerifierPool(workers=1, device="cpu", mem_mb=8192)
+    cfg = make_config(device="cpu", time_it=True)
+    answer = candidate("loss_constant").replace("VALUE = 0.0", "VALUE = 3.0")
+    try:
+        first, second = (pool.verify(CONSTANT_LOSS, answer, dict(cfg, seed=s), 120, "constant") for s in (1, 2))
+    finally:
+        pool.close()
+    for res in (first, second):
+        assert res.correct and res.speedup_vs_eager is None, res.reason
+        assert res.details["constant_answer_margin"] == first.details["constant_answer_margin"] <= 1
+    assert second.details["worker_call"] == 2  # the same worker, its margin cached

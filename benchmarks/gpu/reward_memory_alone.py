@@ -2,7 +2,9 @@
 candidates for KernelBench's 19_ReLU at a large input verified at once on one GPU by two
 workers, without and with the retry alone (:class:`curate.verify.pool.VerifierPool`
 ``memory_alone``), beside the same two verified one after the other by one worker (whether the
-problem fits the GPU at all).
+problem fits the GPU at all). Then, per size, one worker verifies the same candidate three
+times in turn and each call's ``gpu_peak_bytes`` is kept: a worker's first call on a problem
+keeps each trial's reference output twice (for the constant-answer check), its later ones once.
 
     python benchmarks/gpu/reward_memory_alone.py --gib 16,24,32 --out OUT/memory-alone.json
 
@@ -32,6 +34,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--gib", default="16,24,32", help="comma-separated input sizes in GiB (float32)")
     ap.add_argument("--out", default="memory-alone.json")
+    ap.add_argument("--peaks", default="2,6", help="comma-separated input sizes (GiB) for the peak-memory calls")
     args = ap.parse_args()
     ref = next(p["code"] for p in kernelbench_problems() if p["level"] == 1 and p["name"] == "19_ReLU")
     cand = CANDIDATE.read_text()
@@ -54,6 +57,20 @@ def main() -> None:
                    "seconds": round(time.monotonic() - t, 1)}
             rows.append(row)
             print(json.dumps(row), flush=True)
+    for gib in (float(g) for g in args.peaks.split(",") if g):
+        n = int(gib * 2**30 / 4)
+        spec = [{"kind": "tensor", "shape": [n // 4096, 4096], "dtype": "float32"}]
+        pool = VerifierPool(workers=1, device="cuda", slots=[{}])
+        try:
+            res = [pool.verify(ref, cand, make_config(input_spec=spec, device="cuda", time_it=True), 600, "relu")
+                   for _ in range(3)]
+        finally:
+            pool.close()
+        row = {"gib": gib, "workers": 1, "calls_in_turn": 3, "correct": [r.correct for r in res],
+               "gpu_peak_gib": [round(r.details.get("gpu_peak_bytes", 0) / 2**30, 2) for r in res],
+               "seconds": [r.details.get("seconds") for r in res]}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
     Path(args.out).write_text(json.dumps(rows, indent=1))
 
 

@@ -192,6 +192,8 @@ def verify_task(reference_code: str, candidate_code: str, cfg: dict[str, Any],
     }
     det = res["details"]
     det["phase_s"] = phases = {}
+    if device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
     with torch.no_grad():
         try:
             t0 = time.perf_counter()
@@ -200,6 +202,7 @@ def verify_task(reference_code: str, candidate_code: str, cfg: dict[str, Any],
         except BaseException as exc:  # mined code may even raise SystemExit
             res.update(reference_error=True, reason=f"reference failed: {_short(exc)}")
             det["traceback"] = traceback.format_exc(limit=-4)[-2000:]
+            _gpu_peak(det, device)
             return res
         res["eager_ms"], res["inductor_ms"] = ref["eager_ms"], ref["inductor_ms"]
         try:
@@ -211,7 +214,18 @@ def verify_task(reference_code: str, candidate_code: str, cfg: dict[str, Any],
             res["reason"] = f"verification failed: {_short(exc)}"
             res["correct"] = False
             det["traceback"] = traceback.format_exc(limit=-4)[-2000:]
+    _gpu_peak(det, device)
     return res
+
+
+def _gpu_peak(det: dict, device: str) -> None:
+    """``det["gpu_peak_bytes"]``: the most GPU memory the call's tensors held at once (bytes,
+    torch's allocator; the reference's and the candidate's together), on CUDA."""
+    if device.startswith("cuda"):
+        try:
+            det["gpu_peak_bytes"] = int(torch.cuda.max_memory_allocated())
+        except Exception:  # a candidate may have left the device unusable; the verdict stands
+            pass
 
 
 def _problem_state(code: str, cfg: dict, device: str, cache: dict | None) -> dict[str, Any]:
