@@ -4,7 +4,6 @@ a persistent worker's per-shape caches keep judging constant references on later
 
 from __future__ import annotations
 
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 from curate.verify import make_config
@@ -31,12 +30,16 @@ def _oom_once(marker, log) -> str:
     return code
 
 
-def _slow(log, seconds: float) -> str:
-    """relu_triton that takes ``seconds`` in its forward and logs when it ends."""
+def _slow(log, marker) -> str:
+    """relu_triton whose forward waits until ``marker`` exists (the other candidate's first
+    forward has run, beside this one), then a moment more, and logs when it ends."""
     return candidate("relu_triton").replace(
         "        x = x.contiguous()\n",
-        "        import time\n"
-        f"        time.sleep({seconds})\n"
+        "        import os, time\n"
+        "        t0 = time.time()\n"
+        f"        while not os.path.exists({str(marker)!r}) and time.time() - t0 < 120:\n"
+        "            time.sleep(0.05)\n"
+        "        time.sleep(0.5)\n"
         f"        with open({str(log)!r}, 'a') as f:\n"
         "            f.write(f'slow-end {time.time()}\\n')\n"
         "        x = x.contiguous()\n")
@@ -49,9 +52,8 @@ def test_out_of_memory_beside_others_is_verified_again_alone(tmp_path):
     oom = _oom_once(tmp_path / "marker", log)
     try:
         with ThreadPoolExecutor(2) as ex:
-            slow = ex.submit(pool.verify, RELU, _slow(log, 4.0), cfg, 120, "relu")
-            time.sleep(0.5)
-            first = ex.submit(pool.verify, RELU, oom, cfg, 120, "relu")
+            slow = ex.submit(pool.verify, RELU, _slow(log, tmp_path / "marker"), cfg, 240, "relu")
+            first = ex.submit(pool.verify, RELU, oom, cfg, 240, "relu")
             slow_res, res = slow.result(), first.result()
     finally:
         pool.close()
@@ -84,8 +86,8 @@ def test_verify_many_runs_out_of_memory_jobs_again_after_the_rest(tmp_path):
     from curate.verify import verify_many
 
     log = tmp_path / "log"
-    jobs = [(RELU, _slow(log, 3.0), {}), (RELU, _oom_once(tmp_path / "marker", log), {})]
-    got = dict(verify_many(jobs, workers=2, timeout_s=120, memory_alone=True, input_spec=SMALL_SPEC,
+    jobs = [(RELU, _slow(log, tmp_path / "marker"), {}), (RELU, _oom_once(tmp_path / "marker", log), {})]
+    got = dict(verify_many(jobs, workers=2, timeout_s=240, memory_alone=True, input_spec=SMALL_SPEC,
                            device="cpu", time_it=False))
     assert got[0].correct and got[1].correct, got[1].reason
     assert "out of memory" in got[1].details["memory_retried_alone"]["first_reason"]
