@@ -191,7 +191,7 @@ class VerifierPool:
                         self._count -= 1
                         self._live[alone] -= 1
                 i = self._pick_idle(key, usable)
-                free = [k for k, (_, _, s) in enumerate(self._idle) if usable(self._idle[k][2])]
+                free = [k for k, (_, _, s) in enumerate(self._idle) if usable(s)]
                 if i is None and self._count >= self.workers and free:
                     # a free worker holding other problems, on the least busy GPU
                     i = min(free, key=lambda k: self._busy[self._idle[k][2]])
