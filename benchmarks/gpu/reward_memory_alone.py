@@ -2,11 +2,11 @@
 candidates for KernelBench's 19_ReLU at a large input verified at once on one GPU by two
 workers, without and with the retry alone (:class:`curate.verify.pool.VerifierPool`
 ``memory_alone``), beside the same two verified one after the other by one worker (whether the
-problem fits the GPU at all). Then, per size, one worker verifies the same candidate three
-times in turn and each call's ``gpu_peak_bytes`` is kept: a worker's first call on a problem
-keeps each trial's reference output twice (for the constant-answer check), its later ones once.
+problem fits the GPU at all). Then, per ``--peaks`` size, one worker verifies the same
+candidate three times in turn, timed as the reward times it, and each call's
+``details["gpu_peak_bytes"]`` is kept (does a worker's peak change after its first call?).
 
-    python benchmarks/gpu/reward_memory_alone.py --gib 16,24,32 --out OUT/memory-alone.json
+    python benchmarks/gpu/reward_memory_alone.py --gib 6,9,10 --peaks 2,6 --out OUT/memory-alone.json
 
 Prints and writes, per input size (GiB of float32 input) and setting: the verdicts, the retries,
 the seconds. A correct candidate refused for memory that another worker held is a wrong reward.
@@ -30,9 +30,14 @@ from curate.verify.pool import VerifierPool  # noqa: E402
 CANDIDATE = Path(__file__).resolve().parents[2] / "tests" / "candidates" / "relu_triton.py"
 
 
+def relu_spec(gib: float) -> list[dict]:
+    """A float32 input of about ``gib`` GiB for 19_ReLU, 4096 wide."""
+    return [{"kind": "tensor", "shape": [int(gib * 2**30 / 4) // 4096, 4096], "dtype": "float32"}]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--gib", default="16,24,32", help="comma-separated input sizes in GiB (float32)")
+    ap.add_argument("--gib", default="6,9,10", help="comma-separated input sizes in GiB (float32)")
     ap.add_argument("--out", default="memory-alone.json")
     ap.add_argument("--peaks", default="2,6", help="comma-separated input sizes (GiB) for the peak-memory calls")
     args = ap.parse_args()
@@ -40,8 +45,7 @@ def main() -> None:
     cand = CANDIDATE.read_text()
     rows = []
     for gib in (float(g) for g in args.gib.split(",")):
-        n = int(gib * 2**30 / 4)
-        spec = [{"kind": "tensor", "shape": [n // 4096, 4096], "dtype": "float32"}]
+        spec = relu_spec(gib)
         for workers, alone in ((1, False), (2, False), (2, True)):
             pool = VerifierPool(workers=workers, device="cuda", slots=[{}], memory_alone=alone)
             t = time.monotonic()
@@ -58,8 +62,7 @@ def main() -> None:
             rows.append(row)
             print(json.dumps(row), flush=True)
     for gib in (float(g) for g in args.peaks.split(",") if g):
-        n = int(gib * 2**30 / 4)
-        spec = [{"kind": "tensor", "shape": [n // 4096, 4096], "dtype": "float32"}]
+        spec = relu_spec(gib)
         pool = VerifierPool(workers=1, device="cuda", slots=[{}])
         try:
             res = [pool.verify(ref, cand, make_config(input_spec=spec, device="cuda", time_it=True), 600, "relu")
