@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import json
 import math
+import weakref
+from collections.abc import Sequence
 
 import pytest
 import torch
@@ -188,3 +190,39 @@ def test_partial_replacement_is_not_a_decoy():
                                                   "return torch.relu(x) + torch.relu(2 * x) + 0 * first")
     r = verify(two, decoy, time_it=False)
     assert not r.correct and "run outside the candidate's kernels" in r.reason, r.reason
+
+
+class _CountingOutputs(Sequence):
+    """Builds output ``i`` afresh on every access and counts how many built ones are alive."""
+
+    def __init__(self, outputs):
+        self.outputs, self.alive, self.most = outputs, 0, 0
+
+    def __len__(self):
+        return len(self.outputs)
+
+    def __getitem__(self, i):
+        t = self.outputs[i].clone()
+        self.alive += 1
+        self.most = max(self.most, self.alive)
+        weakref.finalize(t, self._gone)
+        return t
+
+    def _gone(self):
+        self.alive -= 1
+
+
+def test_constant_answer_margin_reads_sealed_outputs_two_at_a_time():
+    # the verifier keeps reference outputs sealed and opens them for this check: the same
+    # margin as on the plain outputs, without holding every draw's output at once
+    torch.manual_seed(1)
+    outs = [torch.softmax(torch.randn(64, 300), 1) for _ in range(5)]
+    sealer = Sealer()
+    sealed = [sealer.seal(o) for o in outs]
+    assert constant_answer_margin(sealer.opened(sealed)) == constant_answer_margin(outs) > 10
+    counting = _CountingOutputs(outs)
+    assert constant_answer_margin(counting) == constant_answer_margin(outs)
+    assert counting.most <= 2
+    const = [torch.ones(8, 8) for _ in range(3)]
+    assert constant_answer_margin(sealer.opened([sealer.seal(c) for c in const])) == 0
+    assert sealer.opened(sealed)[1:3][0].equal(outs[1])

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -264,18 +265,21 @@ def compare_structure(ref: Any, out: Any) -> bool:
     return True
 
 
-def _mean_output(outputs: list[Any]) -> Any:
+def _mean_output(outputs: Sequence[Any]) -> Any:
     """The elementwise mean of same-structured outputs (float leaves averaged in float64 and
-    cast back; other leaves taken from the first)."""
+    cast back; other leaves taken from the first). Tensor outputs are read one at a time."""
     first = outputs[0]
     if isinstance(first, torch.Tensor):
         if not (first.is_floating_point() or first.is_complex()):
             return first
         wide = torch.complex128 if first.is_complex() else torch.float64
         acc = torch.zeros(first.shape, dtype=wide, device=first.device)
-        for o in outputs:
-            acc += o.detach().to(wide)
-        return (acc / len(outputs)).to(first.dtype)
+        acc.add_(first.detach())  # widened element by element, not in a wide copy
+        dtype = first.dtype
+        del first
+        for i in range(1, len(outputs)):
+            acc.add_(outputs[i].detach())
+        return acc.div_(len(outputs)).to(dtype)
     if isinstance(first, (tuple, list)) and not hasattr(first, "_fields"):
         return type(first)(_mean_output([o[i] for o in outputs]) for i in range(len(first)))
     if isinstance(first, dict):
@@ -285,7 +289,7 @@ def _mean_output(outputs: list[Any]) -> Any:
     return first
 
 
-def constant_answer_margin(outputs: list[Any], override: Tolerance | None = None) -> float:
+def constant_answer_margin(outputs: Sequence[Any], override: Tolerance | None = None) -> float:
     """How far the best input-independent answer is from passing the correctness check.
 
     ``outputs`` are one model's outputs on two or more independently drawn input sets. A
@@ -297,21 +301,30 @@ def constant_answer_margin(outputs: list[Any], override: Tolerance | None = None
     a margin of 40 means the best constant misses by 40 times the allowance. Outputs whose
     structures differ between draws give ``math.inf``.
 
+    ``outputs`` may be any sequence (``len`` and indexing), one that builds each output
+    when it is indexed included: outputs are read by index, two at a time where tensors
+    (the verifier keeps its reference outputs sealed and opens them one by one, so a
+    multi-GB output is not held once per draw).
+
     Raises:
         ValueError: fewer than two outputs.
     """
-    if len(outputs) < 2:
+    n = len(outputs)
+    if n < 2:
         raise ValueError("constant_answer_margin needs outputs of at least two input sets")
-    if not all(compare_structure(outputs[0], o) for o in outputs[1:]):
+    first = outputs[0]
+    if not all(compare_structure(first, outputs[i]) for i in range(1, n)):
         return math.inf
-    answers = list(outputs) + [_mean_output(outputs)]
+    del first
+    mean = _mean_output(outputs)
     best = math.inf
-    for a in answers:
+    for a in range(n + 1):  # each draw's output as the constant answer, then the mean
+        answer = mean if a == n else outputs[a]
         worst = 0.0
-        for ref in outputs:
-            if ref is a:
+        for j in range(n):
+            if j == a:
                 continue
-            worst = max(worst, excess(ref, a, override))
+            worst = max(worst, excess(outputs[j], answer, override))
             if worst >= best:
                 break
         best = min(best, worst)

@@ -14,6 +14,7 @@ Imports only torch and the standard library.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -41,10 +42,18 @@ def _mask(like: torch.Tensor, key: int, index: int) -> torch.Tensor:
     return torch.randint(info.min, info.max, like.shape, dtype=like.dtype, device=like.device, generator=gen)
 
 
+#: Elements summed per step by :func:`_checksum`: a narrower integer is widened to int64 to be
+#: summed, and widening a multi-GB output in one piece needed twice its size again.
+CHECKSUM_CHUNK = 1 << 24
+
+
 def _checksum(bits: torch.Tensor) -> torch.Tensor:
     # kept on the tensor's device: reading it back would synchronize the device once per
     # sealed output (costly while other processes share the GPU); compared at unseal
-    return bits.reshape(-1).to(torch.int64).sum()
+    flat = bits.reshape(-1)
+    if flat.dtype == torch.int64:
+        return flat.sum()
+    return torch.stack([part.sum(dtype=torch.int64) for part in flat.split(CHECKSUM_CHUNK)]).sum()
 
 
 class Sealer:
@@ -60,16 +69,22 @@ class Sealer:
                 return t  # no integer of that width (complex128): kept as it is
             counter[0] += 1
             plain = t.detach().contiguous().view(width)
-            bits = plain ^ _mask(plain, secret, counter[0])
+            bits = _mask(plain, secret, counter[0])
+            bits ^= plain  # in place: the mask's memory becomes the sealed copy
+            # summed where the output lives: a multi-GB sum on the host took seconds per
+            # output, on both sides of every transfer
+            check = _checksum(bits)
             if host and bits.device.type != "cpu":
                 bits = bits.cpu()
-            return _Sealed(bits, t.dtype, _checksum(bits), counter[0], t.device)
+            return _Sealed(bits, t.dtype, check, counter[0], t.device)
 
         def unseal_tensor(s: _Sealed) -> torch.Tensor:
-            if not torch.equal(_checksum(s.bits), s.check):
-                raise Tampered("a sealed reference output was overwritten")
             bits = s.bits.to(s.device)
-            return (bits ^ _mask(bits, secret, s.index)).view(s.dtype)
+            if not torch.equal(_checksum(bits), s.check):
+                raise Tampered("a sealed reference output was overwritten")
+            plain = _mask(bits, secret, s.index)
+            plain ^= bits
+            return plain.view(s.dtype)
 
         self._seal_tensor, self._unseal_tensor = seal_tensor, unseal_tensor
 
@@ -91,6 +106,12 @@ class Sealer:
             return {k: self.seal(v, host_over_bytes) for k, v in obj.items()}
         return obj
 
+    def opened(self, items: Sequence[Any]) -> Sequence[Any]:
+        """A read-only sequence of ``items`` (:meth:`seal` results) that unseals an item each
+        time it is indexed: a fresh copy per access, none kept, so a caller that reads them
+        one at a time holds one unsealed output at a time."""
+        return _Opened(self, items)
+
     def unseal(self, obj: Any) -> Any:
         """The original of a :meth:`seal` result (fresh tensors).
 
@@ -105,3 +126,18 @@ class Sealer:
         if isinstance(obj, dict):
             return {k: self.unseal(v) for k, v in obj.items()}
         return obj
+
+
+class _Opened(Sequence):
+    """See :meth:`Sealer.opened`."""
+
+    def __init__(self, sealer: Sealer, items: Sequence[Any]) -> None:
+        self._sealer, self._items = sealer, list(items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self._sealer.unseal(x) for x in self._items[i]]
+        return self._sealer.unseal(self._items[i])
