@@ -31,7 +31,8 @@ project used before (:func:`curate.rank.difficulty.static_score`); mean pass rat
 (easy / medium / hard cut at the quartiles of the predicted pass rate: the highest quarter
 easy, the lowest hard); 95% bootstrap
 intervals over problems. The same against the first two sources' pooled pass rates alone (the
-figures of the earlier fit), and source by source: fitted on the other sources, checked on the
+figures of the earlier fit) and against the one-shot sources' (:data:`ONE_SHOT_SOURCES`: one
+kernel per model and problem, all 250 problems), and source by source: fitted on the other sources, checked on the
 held-out source's pass rates of held-out problems. How well the sources agree with each other
 (Spearman of their pooled pass rates on shared problems) bounds what any predictor can show.
 A second, code-only model (no trace features) stands in where a problem's trace fails.
@@ -69,6 +70,10 @@ MODEL = ROOT / "curate" / "rank" / "difficulty_model.json"
 DEFAULT_SOURCES = ("technoabsurdist_kb", "yenhao_kb", "llmkernel_triton", "aikg_agent")
 #: The sources of the earlier fit: its figures are also reported against their pass rates.
 FIRST_SOURCES = ("technoabsurdist_kb", "yenhao_kb")
+#: The sources whose verdicts are one kernel per model and problem (not an agent's pass@4): the
+#: figures are also reported against their pooled pass rates, the truth closest to a set of
+#: one-shot models judged on all of KernelBench's problems.
+ONE_SHOT_SOURCES = ("technoabsurdist_kb", "yenhao_kb", "llmkernel_triton")
 #: Runs of a default source the fit leaves out, by (source, start of the model name), and why
 #: (``curate/data/passrates/PROVENANCE.md`` gives the details).
 LEFT_OUT = {
@@ -405,6 +410,7 @@ def fit_main(args) -> None:
     rows = [r for r in load_results(sources) if r["key"] in feats]
     truth = {k: v for k, v in pooled(rows).items() if k in feats}
     first = {k: v for k, v in pooled([r for r in rows if r["source"] in FIRST_SOURCES]).items()}
+    one_shot = pooled([r for r in rows if r["source"] in ONE_SHOT_SOURCES])
     models = sorted({r["model"] for r in rows})
     names = sorted(next(iter(feats.values()))["features"])
     code_names = sorted(F.code_features(""))
@@ -417,14 +423,16 @@ def fit_main(args) -> None:
                     "source_weighting": "equal total weight per source", "models": models,
                     "problems": len(keys), "results": len(rows), "samples": int(sum(r["n"] for r in rows)),
                     "truth": "pooled pass rate over " + ", ".join(sources),
-                    "truth_first": "pooled pass rate over " + ", ".join(s for s in FIRST_SOURCES if s in sources)}
+                    "truth_first": "pooled pass rate over " + ", ".join(s for s in FIRST_SOURCES if s in sources),
+                    "truth_one_shot": "pooled pass rate over " + ", ".join(s for s in ONE_SHOT_SOURCES if s in sources)}
     loc = np.array([feats[k]["loc"] for k in keys], float)
     stat = np.array([static_of(k, feats) if feats[k]["static"]["kernels"] is not None else np.nan for k in keys])
     ok = ~np.isnan(stat)
-    fk = sorted(first)
+    fk, ok1 = sorted(first), sorted(one_shot)
     report["baselines"] = {
         "line_count": {"spearman": spearman(loc, 1 - t), "ci95": bootstrap_ci(loc, 1 - t),
-                       "spearman_first": spearman([feats[k]["loc"] for k in fk], [1 - first[k] for k in fk])},
+                       "spearman_first": spearman([feats[k]["loc"] for k in fk], [1 - first[k] for k in fk]),
+                       "spearman_one_shot": spearman([feats[k]["loc"] for k in ok1], [1 - one_shot[k] for k in ok1])},
         "static_score": {"spearman": spearman(stat[ok], 1 - t[ok]), "ci95": bootstrap_ci(stat[ok], 1 - t[ok]),
                          "problems": int(ok.sum())}}
     report["source_agreement"] = agree = source_agreement(rows)
@@ -451,6 +459,7 @@ def fit_main(args) -> None:
         fig["C"] = best_c
         fig["by_C"] = {"held_out_sources": scores, "pooled": pooled_scores}
         fig["against_first"] = figures(preds, first, feats)
+        fig["against_one_shot"] = figures(preds, one_shot, feats) if one_shot else None
         fig["held_out_sources"] = held_out_sources(rows, feats, nm, field, best_c)
         report[label] = fig
         X, mi, y, w, _ = expand(rows, feats, nm, models, field)
@@ -487,14 +496,18 @@ def fit_main(args) -> None:
               f"{fig['ci95'][1]:.3f}); bucket pass rates easy/medium/hard "
               + "/".join(f"{v:.3f}" for v in fig["bucket_pass_rate"]) + f", easy/hard {fig['easy_over_hard']:.2f}x; "
               f"against the first sources' pass rates {fig['against_first']['spearman']:.3f}, easy/hard "
-              f"{fig['against_first']['easy_over_hard']:.2f}x")
+              f"{fig['against_first']['easy_over_hard']:.2f}x"
+              + (f"; against the one-shot sources' {fig['against_one_shot']['spearman']:.3f}, easy/medium/hard "
+                 + "/".join(f"{v:.3f}" for v in fig["against_one_shot"]["bucket_pass_rate"])
+                 + f", {fig['against_one_shot']['easy_over_hard']:.2f}x" if fig["against_one_shot"] else ""))
         for src, x in fig["held_out_sources"].items():
             print(f"  {label}, {src} held out ({x['problems']} problems): Spearman {x['spearman']:.3f}, "
                   f"line count {x['line_count']:.3f}; easy/medium/hard pass rates "
                   + "/".join(f"{v:.3f}" for v in x["bucket_pass_rate"]) + f", {x['easy_over_hard']:.2f}x")
     print(f"line count: Spearman {report['baselines']['line_count']['spearman']:.3f} "
           f"(95% CI {report['baselines']['line_count']['ci95'][0]:.3f}-{report['baselines']['line_count']['ci95'][1]:.3f}; "
-          f"against the first sources {report['baselines']['line_count']['spearman_first']:.3f}); "
+          f"against the first sources {report['baselines']['line_count']['spearman_first']:.3f}, "
+          f"the one-shot sources {report['baselines']['line_count']['spearman_one_shot']:.3f}); "
           f"static score: {report['baselines']['static_score']['spearman']:.3f}")
     top = sorted(zip(report["full"]["params"]["features"], report["full"]["params"]["weights"]),
                  key=lambda kv: -abs(kv[1]))[:12]
