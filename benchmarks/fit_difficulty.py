@@ -303,6 +303,23 @@ def buckets(pred_pass: np.ndarray, cuts: tuple[float, float]) -> np.ndarray:
     return np.where(pred_pass >= cuts[1], 0, np.where(pred_pass >= cuts[0], 1, 2))
 
 
+def _out_of_fold(rows, keys, repeats, folds, seed, predict, fit_predict) -> list[dict[str, float]]:
+    """Per shuffle, every problem of ``keys`` in ``predict`` (all where None) predicted by
+    ``fit_predict(training rows, problems)`` fitted on the rows of the other folds' problems
+    (folds grouped by problem)."""
+    out = []
+    for rep in range(repeats):
+        order = keys[:]
+        random.Random(seed + rep).shuffle(order)
+        fold_of = {k: i % folds for i, k in enumerate(order)}
+        pred: dict[str, float] = {}
+        for fold in range(folds):
+            test = [k for k in keys if fold_of[k] == fold and (predict is None or k in predict)]
+            pred.update(zip(test, fit_predict([r for r in rows if fold_of[r["key"]] != fold], test)))
+        out.append(pred)
+    return out
+
+
 def cross_validate(rows, feats, names, models, field, C, repeats=10, folds=5, seed=0, keys=None,
                    predict=None, level2=None, test_feats=None):
     """Out-of-fold predicted pass rates per problem, per repeat: ``[{key: p}]``.
@@ -315,20 +332,13 @@ def cross_validate(rows, feats, names, models, field, C, repeats=10, folds=5, se
     level2 = (LEVEL2_STATIC and field == "features") if level2 is None else level2
     test_feats = feats if test_feats is None else test_feats
     keys = sorted({r["key"] for r in rows}) if keys is None else keys
-    out = []
-    for rep in range(repeats):
-        order = keys[:]
-        random.Random(seed + rep).shuffle(order)
-        fold_of = {k: i % folds for i, k in enumerate(order)}
-        pred: dict[str, float] = {}
-        for fold in range(folds):
-            train = [r for r in rows if fold_of[r["key"]] != fold]
-            test = [k for k in keys if fold_of[k] == fold and (predict is None or k in predict)]
-            X, mi, y, w, _ = expand(train, feats, names, models, field)
-            fit = Fit(names, models, C).fit(X, mi, y, w)
-            pred.update(zip(test, fit.predict(problem_matrix(test, test_feats, names, field))))
-        out.append(with_level2(pred, test_feats) if level2 else pred)
-    return out
+
+    def fit_predict(train, test):
+        X, mi, y, w, _ = expand(train, feats, names, models, field)
+        return Fit(names, models, C).fit(X, mi, y, w).predict(problem_matrix(test, test_feats, names, field))
+
+    out = _out_of_fold(rows, keys, repeats, folds, seed, predict, fit_predict)
+    return [with_level2(pred, test_feats) for pred in out] if level2 else out
 
 
 def figures(preds: list[dict[str, float]], truth: dict[str, float], feats, cuts_from="fold") -> dict:
@@ -368,29 +378,21 @@ def trees_cross_validate(rows, feats, names, repeats=3, folds=5, seed=0, keys=No
     """As :func:`cross_validate` (the same shuffles and folds), for gradient-boosted trees over
     the raw features and one indicator per model; a problem's pass rate is the mean of the
     models' predicted ones (the average model)."""
-    test_feats = feats if test_feats is None else test_feats
     from sklearn.ensemble import HistGradientBoostingClassifier
 
+    test_feats = feats if test_feats is None else test_feats
     keys = sorted({r["key"] for r in rows}) if keys is None else keys
-    out = []
-    for rep in range(repeats):
-        order = keys[:]
-        random.Random(seed + rep).shuffle(order)
-        fold_of = {k: i % folds for i, k in enumerate(order)}
-        pred: dict[str, float] = {}
-        for fold in range(folds):
-            train = [r for r in rows if fold_of[r["key"]] != fold]
-            test = [k for k in keys if fold_of[k] == fold and (predict is None or k in predict)]
-            models = sorted({r["model"] for r in train})
-            X, mi, y, w, _ = expand(train, feats, names, models, "features")
-            eye = np.eye(len(models))
-            clf = HistGradientBoostingClassifier(random_state=0, **TREES).fit(np.hstack([X, eye[mi]]), y, sample_weight=w)
-            P = problem_matrix(test, test_feats, names, "features")
-            p = np.mean([clf.predict_proba(np.hstack([P, np.tile(eye[j], (len(P), 1))]))[:, 1]
-                         for j in range(len(models))], axis=0)
-            pred.update(zip(test, p))
-        out.append(pred)
-    return out
+
+    def fit_predict(train, test):
+        models = sorted({r["model"] for r in train})
+        X, mi, y, w, _ = expand(train, feats, names, models, "features")
+        eye = np.eye(len(models))
+        clf = HistGradientBoostingClassifier(random_state=0, **TREES).fit(np.hstack([X, eye[mi]]), y, sample_weight=w)
+        P = problem_matrix(test, test_feats, names, "features")
+        return np.mean([clf.predict_proba(np.hstack([P, np.tile(eye[j], (len(P), 1))]))[:, 1]
+                        for j in range(len(models))], axis=0)
+
+    return _out_of_fold(rows, keys, repeats, folds, seed, predict, fit_predict)
 
 
 def _blend(a: list[dict[str, float]], b: list[dict[str, float]]) -> list[dict[str, float]]:
