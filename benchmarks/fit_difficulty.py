@@ -32,8 +32,8 @@ project used before (:func:`curate.rank.difficulty.static_score`); mean pass rat
 easy, the lowest hard); 95% bootstrap
 intervals over problems. The same against the first two sources' pooled pass rates alone (the
 figures of the earlier fit) and against the one-shot sources' (:data:`ONE_SHOT_SOURCES`: one
-kernel per model and problem, all 250 problems), and source by source: fitted on the other sources, checked on the
-held-out source's pass rates of held-out problems. How well the sources agree with each other
+kernel per model and problem, all 250 problems), and source by source: fitted on the other
+sources, checked on the held-out source's pass rates of held-out problems. How well the sources agree with each other
 (Spearman of their pooled pass rates on shared problems) bounds what any predictor can show.
 A second, code-only model (no trace features) stands in where a problem's trace fails.
 """
