@@ -21,7 +21,10 @@ Each source (publisher: its own harness, GPU and tolerance) carries the same tot
 no one harness's quirks set the difficulty. The predicted pass rate of a problem is that of
 the average model (the mean of the model terms). ``C`` is chosen on the held-out sources (fitted
 on the other sources, checked on the held-out one's problems held out too): the strongest
-regularization within 0.01 of the best mean Spearman.
+regularization within 0.01 of the best mean Spearman. The shipped ``full`` predictor blends the
+regression with gradient-boosted trees over the same features and model indicators
+(:data:`TREES`; the mean of the two logits; the trees' pass rate also that of the average
+model), and every figure of ``full`` is the blend's.
 
 Figures (written to ``benchmarks/results/difficulty-fit.json`` and printed): Spearman of the
 predicted difficulty (1 - predicted pass rate) with 1 - the pooled pass rate of the held-out
@@ -58,6 +61,7 @@ sys.path.insert(0, str(ROOT))
 
 from curate.data import KERNELBENCH_DIR, kernelbench_problems  # noqa: E402
 from curate.rank import features as F  # noqa: E402
+from curate.rank.predict import blend, logit, trees_probability  # noqa: E402
 
 RESULTS = KERNELBENCH_DIR.parent / "passrates" / "results.csv"
 FEATURES = ROOT / "benchmarks" / "results" / "difficulty-features.json"
@@ -257,11 +261,6 @@ def static_of(k: str, feats: dict[str, dict]) -> float:
     return static_score(st["library_share"] or 0.0, st["kernels"] or 1)
 
 
-def _logit(p: float) -> float:
-    p = min(1 - 1e-9, max(1e-9, p))
-    return math.log(p / (1 - p))
-
-
 def level2_rule(pred: dict[str, float], feats: dict[str, dict]) -> dict[str, float] | None:
     """The constants of :func:`curate.rank.predict.level2_probability` from predictions of the
     regression: the center (median) and spread (interquartile range / 1.349, the standard
@@ -271,7 +270,7 @@ def level2_rule(pred: dict[str, float], feats: dict[str, dict]) -> dict[str, flo
     l2 = [k for k in pred if feats[k]["features"].get("level2")]
     if len(l2) < 3:
         return None
-    lg = np.array([_logit(pred[k]) for k in l2])
+    lg = np.array([logit(pred[k]) for k in l2])
     st = np.array([static_of(k, feats) for k in l2])
 
     def spread(a: np.ndarray) -> float:
@@ -321,14 +320,15 @@ def _out_of_fold(rows, keys, repeats, folds, seed, predict, fit_predict) -> list
 
 
 def cross_validate(rows, feats, names, models, field, C, repeats=10, folds=5, seed=0, keys=None,
-                   predict=None, level2=None, test_feats=None):
+                   predict=None, level2=None, test_feats=None, trees=False):
     """Out-of-fold predicted pass rates per problem, per repeat: ``[{key: p}]``.
 
     ``keys``: the problems split into folds (default: those of ``rows``); ``predict``: the
     problems predicted (default: all of ``keys``); ``level2``: order level-2 problems by the
     structural score (:func:`with_level2`; default :data:`LEVEL2_STATIC` for the trace model);
     ``test_feats``: the held-out problems' features (default ``feats``; the 2024 sizes' to check
-    parameters fitted at the current sizes on those files)."""
+    parameters fitted at the current sizes on those files); ``trees``: blend with the trees
+    (:func:`trees_cross_validate` on the same folds), as the shipped ``full`` predictor does."""
     level2 = (LEVEL2_STATIC and field == "features") if level2 is None else level2
     test_feats = feats if test_feats is None else test_feats
     keys = sorted({r["key"] for r in rows}) if keys is None else keys
@@ -338,7 +338,10 @@ def cross_validate(rows, feats, names, models, field, C, repeats=10, folds=5, se
         return Fit(names, models, C).fit(X, mi, y, w).predict(problem_matrix(test, test_feats, names, field))
 
     out = _out_of_fold(rows, keys, repeats, folds, seed, predict, fit_predict)
-    return [with_level2(pred, test_feats) for pred in out] if level2 else out
+    out = [with_level2(pred, test_feats) for pred in out] if level2 else out
+    if trees:
+        out = _blend(out, trees_cross_validate(rows, feats, names, repeats, folds, seed, keys, predict, test_feats))
+    return out
 
 
 def figures(preds: list[dict[str, float]], truth: dict[str, float], feats, cuts_from="fold") -> dict:
@@ -368,36 +371,69 @@ def bootstrap_ci(x: np.ndarray, t: np.ndarray, n: int = 2000, seed: int = 0) -> 
     return [float(np.quantile(vals, 0.025)), float(np.quantile(vals, 0.975))]
 
 
-#: Gradient-boosted trees tried beside the regression (:func:`trees_blend`): scikit-learn's
+#: Gradient-boosted trees blended with the regression (:data:`TREES_BLEND`): scikit-learn's
 #: ``HistGradientBoostingClassifier`` with these settings, set once, not tuned.
 TREES = {"max_depth": 3, "learning_rate": 0.05, "max_iter": 200, "min_samples_leaf": 20}
+#: The shipped predictor (``full``) is the mean of the logits of the regression (level 2 by the
+#: structural score) and of the trees; ``C`` is still chosen for the regression alone.
+TREES_BLEND = True
+
+
+def fit_trees(train, feats, names):
+    """The trees fitted on ``train``'s verdicts: the raw features and one indicator per model
+    (``(classifier, models)``)."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    models = sorted({r["model"] for r in train})
+    X, mi, y, w, _ = expand(train, feats, names, models, "features")
+    eye = np.eye(len(models))
+    return HistGradientBoostingClassifier(random_state=0, **TREES).fit(np.hstack([X, eye[mi]]), y,
+                                                                       sample_weight=w), models
+
+
+def trees_predict(clf, models, P: np.ndarray) -> np.ndarray:
+    """The average model's pass probability per problem row of ``P``: the mean of the models'."""
+    eye = np.eye(len(models))
+    return np.mean([clf.predict_proba(np.hstack([P, np.tile(eye[j], (len(P), 1))]))[:, 1]
+                    for j in range(len(models))], axis=0)
+
+
+def export_trees(clf, names, models) -> dict:
+    """The fitted trees as :func:`curate.rank.predict.trees_probability` reads them. Read from
+    scikit-learn's fitted predictors (``_predictors``, ``_baseline_prediction``: private, checked
+    against ``predict_proba`` by the fit on every problem)."""
+    trees = []
+    for (pred,) in clf._predictors:  # one predictor per iteration for a binary classifier
+        nodes = []
+        for n in pred.nodes:
+            if n["is_leaf"]:
+                nodes.append([float(n["value"])])
+            else:
+                if n["is_categorical"]:
+                    raise ValueError("categorical splits are not exported")
+                nodes.append([int(n["feature_idx"]), float(n["num_threshold"]), bool(n["missing_go_to_left"]),
+                              int(n["left"]), int(n["right"])])
+        trees.append(nodes)
+    return {"features": list(names), "models": list(models),
+            "baseline": float(np.ravel(clf._baseline_prediction)[0]), "trees": trees, "settings": dict(TREES)}
 
 
 def trees_cross_validate(rows, feats, names, repeats=3, folds=5, seed=0, keys=None, predict=None,
                          test_feats=None):
-    """As :func:`cross_validate` (the same shuffles and folds), for gradient-boosted trees over
-    the raw features and one indicator per model; a problem's pass rate is the mean of the
-    models' predicted ones (the average model)."""
-    from sklearn.ensemble import HistGradientBoostingClassifier
-
+    """As :func:`cross_validate` (the same shuffles and folds), for the trees alone."""
     test_feats = feats if test_feats is None else test_feats
     keys = sorted({r["key"] for r in rows}) if keys is None else keys
 
     def fit_predict(train, test):
-        models = sorted({r["model"] for r in train})
-        X, mi, y, w, _ = expand(train, feats, names, models, "features")
-        eye = np.eye(len(models))
-        clf = HistGradientBoostingClassifier(random_state=0, **TREES).fit(np.hstack([X, eye[mi]]), y, sample_weight=w)
-        P = problem_matrix(test, test_feats, names, "features")
-        return np.mean([clf.predict_proba(np.hstack([P, np.tile(eye[j], (len(P), 1))]))[:, 1]
-                        for j in range(len(models))], axis=0)
+        clf, models = fit_trees(train, feats, names)
+        return trees_predict(clf, models, problem_matrix(test, test_feats, names, "features"))
 
     return _out_of_fold(rows, keys, repeats, folds, seed, predict, fit_predict)
 
 
 def _blend(a: list[dict[str, float]], b: list[dict[str, float]]) -> list[dict[str, float]]:
     """Per repeat, the mean of two predictions' logits."""
-    return [{k: 1 / (1 + math.exp(-(_logit(x[k]) + _logit(y[k])) / 2)) for k in x} for x, y in zip(a, b)]
+    return [{k: blend(x[k], y[k]) for k in x} for x, y in zip(a, b)]
 
 
 def trees_blend(rows, feats, names, C, truths: dict[str, dict[str, float]], repeats=3,
@@ -406,7 +442,7 @@ def trees_blend(rows, feats, names, C, truths: dict[str, dict[str, float]], repe
     of their blend (mean logit), on the same folds: Spearman against each of ``truths`` (pooled
     pass rates) in cross-validation, and source by source as :func:`held_out_sources` (2 shuffles;
     with ``feats_2024``, also checked on the 2024 files' features, ``held_out_2024``).
-    Reported, not shipped: a comparison for a later change."""
+    The parts of the shipped ``full`` predictor (the blend) measured side by side."""
     models = sorted({r["model"] for r in rows})
     reg = cross_validate(rows, feats, names, models, "features", C, repeats)
     trees = trees_cross_validate(rows, feats, names, repeats)
@@ -433,7 +469,7 @@ def trees_blend(rows, feats, names, C, truths: dict[str, dict[str, float]], repe
 
 
 def held_out_sources(rows, feats, names, field, C, repeats=5, folds=5, seed=0, level2=None,
-                     test_feats=None) -> dict:
+                     test_feats=None, trees=False) -> dict:
     """Source by source: fitted on the other sources' verdicts of the training folds' problems,
     checked on the held-out source's pooled pass rates of the held-out problems (a new publisher,
     harness and set of models on problems the fit has not seen), beside the line count (of
@@ -446,7 +482,7 @@ def held_out_sources(rows, feats, names, field, C, repeats=5, folds=5, seed=0, l
         truth = pooled([r for r in rows if r["source"] == src])
         models = sorted({r["model"] for r in train_rows})
         preds = cross_validate(train_rows, feats, names, models, field, C, repeats, folds, seed,
-                               keys=keys, predict=truth, level2=level2, test_feats=test_feats)
+                               keys=keys, predict=truth, level2=level2, test_feats=test_feats, trees=trees)
         fig = figures(preds, truth, feats)
         tk = sorted(truth)
         fig["line_count"] = spearman([lines[k]["loc"] for k in tk], [1 - truth[k] for k in tk])
@@ -526,7 +562,8 @@ def fit_main(args) -> None:
         # chosen on the held-out sources (new models, harness and problems: what the predictor is
         # for); among those within C_TOLERANCE of the best, the strongest regularization
         best_c = min(C for C in CS if scores[C] >= max(scores.values()) - C_TOLERANCE)
-        preds = cross_validate(rows, feats, nm, models, field, best_c, repeats=10)
+        with_trees = TREES_BLEND and field == "features"
+        preds = cross_validate(rows, feats, nm, models, field, best_c, repeats=10, trees=with_trees)
         fig = figures(preds, truth, feats)
         mean_pred = np.mean([[p[k] for k in keys] for p in preds], axis=0)
         fig["ci95"] = bootstrap_ci(1 - mean_pred, 1 - t)
@@ -534,7 +571,7 @@ def fit_main(args) -> None:
         fig["by_C"] = {"held_out_sources": scores, "pooled": pooled_scores}
         fig["against_first"] = figures(preds, first, feats)
         fig["against_one_shot"] = figures(preds, one_shot, feats) if one_shot else None
-        fig["held_out_sources"] = held_out_sources(rows, feats, nm, field, best_c)
+        fig["held_out_sources"] = held_out_sources(rows, feats, nm, field, best_c, trees=with_trees)
         report[label] = fig
         if field == "features":
             report["trees_blend"] = tb = trees_blend(rows, feats, nm, best_c,
@@ -552,18 +589,32 @@ def fit_main(args) -> None:
             params["level2_static"] = rule
             ruled = with_level2(dict(zip(keys, p_all)), feats, rule)
             p_all = np.array([ruled[k] for k in keys])
-            plain = cross_validate(rows, feats, nm, models, field, best_c, repeats=3, level2=False)
+            plain = cross_validate(rows, feats, nm, models, field, best_c, repeats=3, level2=False, trees=with_trees)
             fig["without_level2_static"] = {**figures(plain, truth, feats),
                                             "held_out_sources": {s: x["spearman"] for s, x in held_out_sources(
-                                                rows, feats, nm, field, best_c, level2=False).items()}}
+                                                rows, feats, nm, field, best_c, level2=False,
+                                                trees=with_trees).items()}}
+        if with_trees:
+            clf, tree_models = fit_trees(rows, feats, nm)
+            params["trees"] = export_trees(clf, nm, tree_models)
+            P = problem_matrix(keys, feats, nm, field)
+            p_trees = trees_predict(clf, tree_models, P)
+            exported = np.array([trees_probability(feats[k][field], params["trees"]) for k in keys])
+            if np.abs(exported - p_trees).max() > 1e-9:
+                raise SystemExit(f"the exported trees disagree with scikit-learn by {np.abs(exported - p_trees).max():.3g}")
+            # a few problems' features and scikit-learn's probability, for the package's tests
+            params["trees"]["check"] = [{"problem": k, "features": feats[k][field], "pass_probability": float(p)}
+                                        for k, p in list(zip(keys, p_trees))[::50]]
+            p_all = np.array([blend(a, b) for a, b in zip(p_all, p_trees)])
         if feats_2024 is not None:
             # the parameters are fitted at the current sizes and meet the 2024 files in use too
             fig["sizes_2024"] = sz = {"held_out_sources": {s: {x: v[x] for x in ("spearman", "line_count")} for s, v in
                                                            held_out_sources(rows, feats, nm, field, best_c,
-                                                                            test_feats=feats_2024).items()}}
+                                                                            test_feats=feats_2024,
+                                                                            trees=with_trees).items()}}
             if LEVEL2_STATIC and field == "features":
                 sz["without_level2_static"] = {s: x["spearman"] for s, x in held_out_sources(
-                    rows, feats, nm, field, best_c, level2=False, test_feats=feats_2024).items()}
+                    rows, feats, nm, field, best_c, level2=False, test_feats=feats_2024, trees=with_trees).items()}
             print(f"  {label} at the 2024 sizes, held-out sources: "
                   + ", ".join(f"{s} {v['spearman']:.3f} (line count {v['line_count']:.3f})"
                               for s, v in sz["held_out_sources"].items()))
@@ -572,7 +623,7 @@ def fit_main(args) -> None:
         b = buckets(p_all, tuple(cuts))
         params["training_bucket_pass_rate"] = [float(t[b == i].mean()) for i in range(3)]
         report[label]["params"] = params
-        print(f"{label}: C={best_c} cross-validated Spearman {fig['spearman']:.3f} "
+        print(f"{label}{' (blend)' if with_trees else ''}: C={best_c} cross-validated Spearman {fig['spearman']:.3f} "
               f"(range {fig['spearman_range'][0]:.3f}-{fig['spearman_range'][1]:.3f}, 95% CI {fig['ci95'][0]:.3f}-"
               f"{fig['ci95'][1]:.3f}); bucket pass rates easy/medium/hard "
               + "/".join(f"{v:.3f}" for v in fig["bucket_pass_rate"]) + f", easy/hard {fig['easy_over_hard']:.2f}x; "
@@ -596,8 +647,9 @@ def fit_main(args) -> None:
           ", ".join(f"{n} {w:+.2f}" for n, w in top))
     if not args.dry_run:  # a trial fit leaves the committed figures as they are
         REPORT.parent.mkdir(parents=True, exist_ok=True)
-        REPORT.write_text(json.dumps(report, indent=1))
-    model = {"about": "curate's difficulty predictor: logistic regression of a language model's kernel being "
+        REPORT.write_text(json.dumps(without_trees(report), indent=1))
+    model = {"about": "curate's difficulty predictor: logistic regression and gradient-boosted trees (full: the mean "
+                      "of their logits) of a language model's kernel being "
                       "correct on a KernelBench problem, fitted by benchmarks/fit_difficulty.py on "
                       "curate/data/passrates/results.csv (see its PROVENANCE.md); docs/difficulty.md",
              "sources": list(sources), "left_out": report["left_out"], "source_weighting": report["source_weighting"],
@@ -610,8 +662,29 @@ def fit_main(args) -> None:
                                       for s, v in report[k]["held_out_sources"].items()} for k in ("full", "code_only")},
              "source_agreement": {"mean_pair": agree["mean_pair"], "mean_vs_rest": agree["mean_vs_rest"]}}
     if not args.dry_run:
-        MODEL.write_text(json.dumps(model, indent=1) + "\n")
+        MODEL.write_text(dump_model(model))
         print(f"wrote {MODEL} and {REPORT}")
+
+
+def without_trees(report: dict) -> dict:
+    """``report`` with the exported trees summarized (their size; the model JSON holds them)."""
+    trees = report["full"]["params"].get("trees")
+    if not trees:
+        return report
+    summary = {"trees": len(trees["trees"]), "nodes": sum(map(len, trees["trees"])), "settings": trees["settings"],
+               "in": "curate/rank/difficulty_model.json"}
+    return {**report, "full": {**report["full"], "params": {**report["full"]["params"], "trees": summary}}}
+
+
+def dump_model(model: dict) -> str:
+    """``model`` as JSON, indented, but each exported tree on one line."""
+    trees = model["full"].get("trees")
+    if not trees:
+        return json.dumps(model, indent=1) + "\n"
+    marker = "@trees@"
+    text = json.dumps({**model, "full": {**model["full"], "trees": {**trees, "trees": marker}}}, indent=1)
+    body = "[\n" + ",\n".join(json.dumps(t, separators=(",", ":")) for t in trees["trees"]) + "\n]"
+    return text.replace(json.dumps(marker), body) + "\n"
 
 
 def main() -> None:

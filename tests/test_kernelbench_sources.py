@@ -5,6 +5,7 @@ KernelBench's own files shipped in curate/data/kernelbench: inputs read on the m
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import polars as pl
@@ -217,22 +218,71 @@ def test_predictor_parameters_match_the_features():
 
 
 def test_level2_ordered_by_the_structural_score():
-    """A level-2 problem's predicted pass rate comes from the structural score (library share
-    and kernels traced), a higher score lower; the other levels from the regression."""
+    """A level-2 problem's regression part comes from the structural score (library share and
+    kernels traced), a higher score lower, blended with the trees; the other levels use the
+    regression itself."""
     from curate.rank import predict
     from curate.rank.difficulty import static_score
+    from curate.rank.features import features
     from curate.structure import structure_task
 
-    rule = predict.load_model()["full"]["level2_static"]
+    full = predict.load_model()["full"]
+    rule = full["level2_static"]
     got = []
     for name in ("12_Gemm_Multiply_LeakyReLU", "1_Conv2D_ReLU_BiasAdd", "100_ConvTranspose3d_Clamp_Min_Divide"):
-        st = structure_task(KB[name]["code"])
+        code = KB[name]["code"]
+        st = structure_task(code)
         assert st["level"] == 2, (name, st.get("level"))
-        p, how = predict.predict(KB[name]["code"], st)
-        assert how == "predicted" and p == predict.level2_probability(st["library_share"], st["kernels"], rule)
-        got.append((static_score(st["library_share"], st["kernels"]), p))
+        p, how = predict.predict(code, st)
+        part = predict.level2_probability(st["library_share"], st["kernels"], rule)
+        assert part != predict.pass_probability(features(code, st), full)
+        assert how == "predicted"
+        assert p == predict.blend(part, predict.trees_probability(features(code, st), full["trees"]))
+        got.append((static_score(st["library_share"], st["kernels"]), part))
     got.sort()
     assert [p for _, p in got] == sorted((p for _, p in got), reverse=True), got
+    # level 1 takes the regression's own prediction
+    code = KB["1_Square_matrix_multiplication_"]["code"]
+    st = structure_task(code)
+    x = features(code, st)
+    assert predict.predict(code, st)[0] == predict.blend(predict.pass_probability(x, full),
+                                                         predict.trees_probability(x, full["trees"]))
+
+
+def test_shipped_trees_give_scikit_learn_probabilities():
+    """The exported trees, evaluated in plain Python, give what scikit-learn's fitted classifier
+    gave for the problems the fit recorded (features and probability written by the fit)."""
+    from curate.rank import predict
+
+    trees = predict.load_model()["full"]["trees"]
+    assert len(trees["check"]) >= 3
+    for c in trees["check"]:
+        assert predict.trees_probability(c["features"], trees) == pytest.approx(c["pass_probability"], abs=1e-12)
+    probs = [c["pass_probability"] for c in trees["check"]]
+    assert max(probs) - min(probs) > 0.1  # the checks are not all one leaf's answer
+
+
+def test_trees_probability_rules():
+    """Left when the value is at most the threshold, a missing feature where the node says, a
+    model indicator 1 for the model evaluated only, and the mean of the models' probabilities."""
+    from curate.rank import predict
+
+    trees = {"features": ["a", "b"], "models": ["m0", "m1"], "baseline": 0.5, "trees": [
+        [[0, 1.0, False, 1, 2], [1.0], [-1.0]],               # a <= 1 -> +1, else -1; a missing -> right
+        [[3, 0.5, True, 1, 2], [0.0], [2.0]],                 # model m1 -> +2
+        [[1, 0.0, True, 1, 2], [0.25], [0.0]],                 # b <= 0 or missing -> +0.25
+    ]}
+    sig = lambda z: 1 / (1 + math.exp(-z))  # noqa: E731
+
+    def expected(first, third):
+        return (sig(0.5 + first + 0.0 + third) + sig(0.5 + first + 2.0 + third)) / 2
+
+    assert predict.trees_probability({"a": 1.0, "b": 3.0}, trees) == pytest.approx(expected(1.0, 0.0))
+    assert predict.trees_probability({"a": 1.5, "b": 0.0}, trees) == pytest.approx(expected(-1.0, 0.25))
+    assert predict.trees_probability({"b": math.nan}, trees) == pytest.approx(expected(-1.0, 0.25))
+    assert predict.blend(0.5, 0.5) == pytest.approx(0.5)
+    assert predict.blend(0.9, 0.1) == pytest.approx(0.5)
+    assert predict.blend(sig(1.0), sig(3.0)) == pytest.approx(sig(2.0))
 
 
 USER_PROBLEM = '''import torch

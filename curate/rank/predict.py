@@ -1,18 +1,21 @@
 """The difficulty predictor: the probability that a baseline language model's kernel for a
 problem is correct, from the problem's structure and code.
 
-A logistic regression over :func:`curate.rank.features.features`, fitted by
-``benchmarks/fit_difficulty.py`` on public per-problem results of language models on
-KernelBench (``curate/data/passrates``, with its provenance; figures in ``docs/difficulty.md``).
-Its parameters ship as ``difficulty_model.json`` beside this module and are evaluated here with
-the standard library alone (no scikit-learn at run time):
+A logistic regression and gradient-boosted trees over :func:`curate.rank.features.features`,
+blended (the mean of their logits), fitted by ``benchmarks/fit_difficulty.py`` on public
+per-problem results of language models on KernelBench (``curate/data/passrates``, with its
+provenance; figures in ``docs/difficulty.md``). Their parameters ship as
+``difficulty_model.json`` beside this module and are evaluated here with the standard library
+alone (no scikit-learn at run time). The regression:
 ``p = sigmoid(intercept + sum_i w_i (x_i - mean_i) / scale_i)``, the pass rate of the average
-model of the fit. Two parameter sets: ``full`` (trace and code features) and ``code_only``
-(for a problem whose meta-device trace failed). Buckets cut the predicted pass rate at its
-quartiles over KernelBench's problems (``bucket_cuts``): ``easy`` at or above the upper cut,
-``hard`` below the lower one.
+model of the fit; the trees (scikit-learn's ``HistGradientBoostingClassifier``, exported node by
+node: :func:`trees_probability`), the mean over the fit's models of each one's pass
+probability. Two parameter sets: ``full`` (trace and code features; regression and trees) and
+``code_only`` (the regression alone, for a problem whose meta-device trace failed). Buckets cut
+the predicted pass rate at its quartiles over KernelBench's problems (``bucket_cuts``): ``easy``
+at or above the upper cut, ``hard`` below the lower one.
 
-Level 2 (a fused chain) is ordered by the structural score instead
+In level 2 (a fused chain) the regression's part is the structural score instead
 (:func:`curate.rank.difficulty.static_score`: the roofline share of matmul, convolution and
 attention steps and the kernels traced), at the level's center and spread of the model's
 logits over KernelBench's level-2 problems (``level2_static``): within level 2 the public results
@@ -65,6 +68,51 @@ def level2_probability(library_share: float, kernels: int, rule: dict[str, float
     return _sigmoid(rule["logit_center"] - rule["logit_spread"] * zs)
 
 
+def trees_probability(x: dict[str, float], trees: dict[str, Any]) -> float:
+    """The average model's pass probability for feature dict ``x`` under exported
+    gradient-boosted trees: per model of the fit, ``sigmoid(baseline + the leaf values its
+    features reach)``, then the mean over the models.
+
+    ``trees``: ``features`` (names; a node's feature index past them is model indicator
+    ``index - len(features)``, 1 for the model evaluated and 0 for the others), ``models``,
+    ``baseline`` (the raw score before the first tree) and ``trees``, each a list of nodes, the
+    root first: ``[value]`` for a leaf, ``[feature, threshold, missing_left, left, right]``
+    otherwise, going left when the value is at most the threshold, and where a feature is missing
+    from ``x`` (or not finite) left exactly when ``missing_left`` (scikit-learn's rule).
+    """
+    names = trees["features"]
+    k = len(names)
+    base = []
+    for n in names:
+        v = x.get(n)
+        base.append(float(v) if v is not None and math.isfinite(v) else math.nan)
+    total = 0.0
+    for j in range(len(trees["models"])):
+        raw = trees["baseline"]
+        for tree in trees["trees"]:
+            node = tree[0]
+            while len(node) > 1:
+                f, threshold, missing_left, left, right = node
+                v = base[f] if f < k else float(f - k == j)
+                go_left = missing_left if math.isnan(v) else v <= threshold
+                node = tree[left if go_left else right]
+            raw += node[0]
+        total += _sigmoid(raw)
+    return total / len(trees["models"])
+
+
+def blend(p: float, q: float) -> float:
+    """The probability at the mean of the logits of ``p`` and ``q`` (each clipped to
+    [1e-9, 1 - 1e-9])."""
+    return _sigmoid((logit(p) + logit(q)) / 2)
+
+
+def logit(p: float) -> float:
+    """``log(p / (1 - p))``, ``p`` clipped to [1e-9, 1 - 1e-9]."""
+    p = min(1 - 1e-9, max(1e-9, p))
+    return math.log(p / (1 - p))
+
+
 def _sigmoid(z: float) -> float:
     return 1.0 / (1.0 + math.exp(-max(-50.0, min(50.0, z))))
 
@@ -74,11 +122,16 @@ def predict(code: str, structure: dict[str, Any] | None) -> tuple[float, str]:
     and code, or ``predicted_code`` from its code alone when the trace failed."""
     model = load_model()
     if structure and structure.get("ok"):
-        rule = model["full"].get("level2_static")
+        full = model["full"]
+        x = features(code, structure)
+        rule = full.get("level2_static")
         if rule and structure.get("level") == 2:
-            return level2_probability(structure.get("library_share") or 0.0, structure.get("kernels") or 1,
-                                      rule), "predicted"
-        return pass_probability(features(code, structure), model["full"]), "predicted"
+            p = level2_probability(structure.get("library_share") or 0.0, structure.get("kernels") or 1, rule)
+        else:
+            p = pass_probability(x, full)
+        if full.get("trees"):
+            p = blend(p, trees_probability(x, full["trees"]))
+        return p, "predicted"
     return pass_probability(code_features(code or ""), model["code_only"]), "predicted_code"
 
 
