@@ -418,6 +418,19 @@ def export_trees(clf, names, models) -> dict:
             "baseline": float(np.ravel(clf._baseline_prediction)[0]), "trees": trees, "settings": dict(TREES)}
 
 
+def split_gain(clf, names, models) -> dict[str, float]:
+    """Each feature's share of the trees' total split gain (the model indicators together as
+    ``model``), largest first: which features the trees lean on (they have no weights)."""
+    gain: dict[str, float] = defaultdict(float)
+    for (pred,) in clf._predictors:
+        for n in pred.nodes:
+            if not n["is_leaf"]:
+                f = int(n["feature_idx"])
+                gain[names[f] if f < len(names) else "model"] += float(n["gain"])
+    total = sum(gain.values()) or 1.0
+    return {k: v / total for k, v in sorted(gain.items(), key=lambda kv: -kv[1])}
+
+
 def trees_cross_validate(rows, feats, names, repeats=3, folds=5, seed=0, keys=None, predict=None,
                          test_feats=None):
     """As :func:`cross_validate` (the same shuffles and folds), for the trees alone."""
@@ -597,6 +610,7 @@ def fit_main(args) -> None:
         if with_trees:
             clf, tree_models = fit_trees(rows, feats, nm)
             params["trees"] = export_trees(clf, nm, tree_models)
+            fig["trees_split_gain"] = split_gain(clf, nm, tree_models)
             P = problem_matrix(keys, feats, nm, field)
             p_trees = trees_predict(clf, tree_models, P)
             exported = np.array([trees_probability(feats[k][field], params["trees"]) for k in keys])
@@ -645,6 +659,9 @@ def fit_main(args) -> None:
                  key=lambda kv: -abs(kv[1]))[:12]
     print("largest weights (per standard deviation, + = more often correct):",
           ", ".join(f"{n} {w:+.2f}" for n, w in top))
+    if "trees_split_gain" in report["full"]:
+        print("the trees' largest shares of split gain:",
+              ", ".join(f"{n} {g:.2f}" for n, g in list(report["full"]["trees_split_gain"].items())[:12]))
     if not args.dry_run:  # a trial fit leaves the committed figures as they are
         REPORT.parent.mkdir(parents=True, exist_ok=True)
         REPORT.write_text(json.dumps(without_trees(report), indent=1))
