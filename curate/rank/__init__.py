@@ -21,8 +21,8 @@ difficulty_signal  str, what set it: ``pass_rate`` (an LLM solver), ``predicted`
                    predictor on the trace and the code), ``predicted_code`` (the code alone:
                    the trace failed)
 predicted_pass_rate float, the predictor's pass rate for every row (:mod:`.predict`, fitted
-                   on public per-problem results of language models on KernelBench; level 2
-                   ordered by the structural score)
+                   on public per-problem results of language models on KernelBench: a logistic
+                   model, level 2 ordered by the structural score, blended with trees)
 speedup_headroom   float in [0, 1], how hard the problem is to speed up: compiler headroom,
                    vendor-library share and kernel count (see .difficulty): a second axis,
                    apart from whether a model writes a correct kernel (null: no trace and
