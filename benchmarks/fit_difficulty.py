@@ -504,6 +504,31 @@ def held_out_sources(rows, feats, names, field, C, repeats=5, folds=5, seed=0, l
     return out
 
 
+def seen_problems_sources(rows, feats, names, C) -> dict:
+    """Source by source, with the problems seen: fitted on every problem of the other sources,
+    checked on the held-out source's pooled pass rates (the situation of an independent check on
+    KernelBench's own problems, whose verdicts from other models the fit has seen). One fit per
+    source; the regression (level 2 by the structural score), the blend and the line count."""
+    out = {}
+    for src in sorted({r["source"] for r in rows}):
+        train = [r for r in rows if r["source"] != src]
+        truth = pooled([r for r in rows if r["source"] == src])
+        seen, tk = sorted({r["key"] for r in train}), sorted(truth)
+        models = sorted({r["model"] for r in train})
+        X, mi, y, w, _ = expand(train, feats, names, models, "features")
+        fit = Fit(names, models, C).fit(X, mi, y, w)
+        rule = level2_rule(dict(zip(seen, fit.predict(problem_matrix(seen, feats, names, "features")))), feats)
+        P = problem_matrix(tk, feats, names, "features")
+        reg = with_level2(dict(zip(tk, fit.predict(P))), feats, rule)
+        clf, tree_models = fit_trees(train, feats, names)
+        both = {k: blend(reg[k], q) for k, q in zip(tk, trees_predict(clf, tree_models, P))}
+        fail = [1 - truth[k] for k in tk]
+        out[src] = {"problems": len(tk), "regression": spearman([1 - reg[k] for k in tk], fail),
+                    "blend": spearman([1 - both[k] for k in tk], fail),
+                    "line_count": spearman([feats[k]["loc"] for k in tk], fail)}
+    return out
+
+
 def source_agreement(rows) -> dict:
     """How well one source's pooled pass rates rank the problems as another's do (Spearman on the
     problems both cover), and each source against the pooled rest: the ceiling on what a
@@ -611,6 +636,10 @@ def fit_main(args) -> None:
             clf, tree_models = fit_trees(rows, feats, nm)
             params["trees"] = export_trees(clf, nm, tree_models)
             fig["trees_split_gain"] = split_gain(clf, nm, tree_models)
+            fig["seen_problems_sources"] = seen = seen_problems_sources(rows, feats, nm, best_c)
+            print("  with the problems seen, held-out sources (blend / regression / line count): "
+                  + ", ".join(f"{k} {v['blend']:.3f} / {v['regression']:.3f} / {v['line_count']:.3f}"
+                              for k, v in seen.items()))
             P = problem_matrix(keys, feats, nm, field)
             p_trees = trees_predict(clf, tree_models, P)
             exported = np.array([trees_probability(feats[k][field], params["trees"]) for k in keys])
