@@ -168,56 +168,96 @@ def score(args) -> dict:
     return res
 
 
-def completions(args) -> dict:
-    """``curate rank --solver completions`` on the published kernels of
-    ``tests/data/model_kernels/kernels.jsonl`` (``--backends``), into ``OUT/completions``;
-    per problem, curate's verified pass rate beside the publishers' over the same kernels."""
+def _verify(out: Path, src: Path, recs: list[dict], args, cache: Path) -> tuple[dict, list[dict]]:
+    """``curate rank --solver completions`` on ``recs`` into ``out``: the stage's stats and rows."""
     from curate.rank import run as rank
     from curate.table import read_problems
 
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / "kernels.jsonl"
+    path.write_text("".join(json.dumps({"level": r["level"], "problem_name": r["problem_name"], "code": r["code"]})
+                            + "\n" for r in recs))
+    st = rank(out=out, source=src, solver="completions", completions=path, device=args.device,
+              workers=args.verify_workers, timeout_s=300, time_it=False, cache_dir=cache)
+    return st, read_problems(out / "rank").to_dicts()
+
+
+def _problem(row: dict) -> tuple[int, str]:
+    """(level, file name) of a row mined from ``OUT/problems/level<L>/<name>.py``."""
+    parts = row["source"]["path"].split("/")
+    return int(parts[0].removeprefix("level")), parts[-1].removesuffix(".py")
+
+
+def completions(args) -> dict:
+    """``curate rank --solver completions`` on model-written kernels (``--kernels``, by default
+    the published ones of ``tests/data/model_kernels/kernels.jsonl``; ``--backends``), into
+    ``OUT/completions``; per problem, curate's pass rate beside the publishers' verdicts on the
+    same kernels where they have one. ``--unpublished`` keeps kernels without a publisher's
+    verdict; ``--per-model`` verifies each model's kernels of each backend in a rank run of its own
+    (``OUT/completions/<n>``, one shared verification cache), so each problem's pass rate is
+    that model's in that language (``per_model`` in the check file)."""
     out = Path(args.out)
     src = out / ("measure" if (out / "measure" / "problems").is_dir() else "mine")
     backends = set(args.backends.split(","))
     recs = [json.loads(x) for x in Path(args.kernels).read_text().splitlines() if x.strip()]
-    recs = [r for r in recs if r["backend"] in backends and r["published"].get("correct") is not None
-            and not (r.get("annotations") or {}).get("env_failure")]
+    recs = [r for r in recs if r["backend"] in backends and not (r.get("annotations") or {}).get("env_failure")
+            and (args.unpublished or (r.get("published") or {}).get("correct") is not None)]
     if args.max_kernels is not None and len(recs) > args.max_kernels:
         import random
 
         recs = random.Random(0).sample(recs, args.max_kernels)
-    path = out / "published-kernels.jsonl"
-    path.write_text("".join(json.dumps({"level": r["level"], "problem_name": r["problem_name"], "code": r["code"]})
-                            + "\n" for r in recs))
     t = time.monotonic()
-    st = rank(out=out / "completions", source=src, solver="completions", completions=path,
-              device=args.device, workers=args.verify_workers, timeout_s=300, time_it=False)
+    groups: dict[str, list[dict]] = defaultdict(list)
+    for r in recs:
+        groups[f"{r['model']} [{r['backend']}]" if args.per_model else ""].append(r)
+    cache = out / "completions" / "cache"
+    stats, rows_of, verified = {}, {}, 0
+    for n, (model, group) in enumerate(sorted(groups.items())):
+        st, rows = _verify(out / "completions" / (str(n) if args.per_model else ""), src, group, args, cache)
+        stats[model], rows_of[model] = st, rows
+        verified += st.get("candidates_verified") or 0
     published: dict = defaultdict(list)
     for r in recs:
-        published[(r["level"], r["problem_name"])].append(bool(r["published"]["correct"]))
-    rows = read_problems(out / "completions" / "rank").to_dicts()
-    pairs = []
-    for r in rows:
-        if r["pass_rate"] is None:
-            continue
-        level = int(r["source"]["path"].split("/")[0].removeprefix("level"))
-        name = r["source"]["path"].split("/")[-1].removesuffix(".py")
-        pub = published.get((level, name))
-        if pub:
-            pairs.append({"problem": f"{level}/{name}", "ours": r["pass_rate"], "published": sum(pub) / len(pub),
-                          "kernels": len(pub), "ours_correct": r["n_correct"]})
+        if (r.get("published") or {}).get("correct") is not None:
+            published[(r["level"], r["problem_name"])].append(bool(r["published"]["correct"]))
+    ours: dict = defaultdict(lambda: [0, 0])  # (level, name) -> [correct, candidates] over all groups
+    per_model: dict = {}
+    for model, rows in rows_of.items():
+        for r in rows:
+            if r["pass_rate"] is None:
+                continue
+            prob = _problem(r)
+            ours[prob][0] += r["n_correct"]
+            ours[prob][1] += r["n_candidates"]
+            if args.per_model:
+                per_model.setdefault(model, {})[f"{prob[0]}/{prob[1]}"] = {
+                    "correct": r["n_correct"], "kernels": r["n_candidates"],
+                    "verify_reasons": json.loads(r["verify_reasons"] or "{}")}
+    pairs = [{"problem": f"{lv}/{name}", "ours": c / n, "published": sum(pub) / len(pub), "kernels": len(pub),
+              "ours_correct": c}
+             for (lv, name), (c, n) in sorted(ours.items()) if (pub := published.get((lv, name))) and n]
     agree = sum(1 for p in pairs if (p["ours"] > 0) == (p["published"] > 0))
-    res = {"backends": sorted(backends), "kernels": len(recs), "problems": len(pairs),
-           "verified": st.get("candidates_verified"), "seconds": round(time.monotonic() - t, 1),
-           "ours_mean_pass_rate": sum(p["ours"] for p in pairs) / max(1, len(pairs)),
-           "published_mean_pass_rate": sum(p["published"] for p in pairs) / max(1, len(pairs)),
-           "problems_agreeing_any_correct": agree,
-           "kernels_correct_ours": sum(p["ours_correct"] for p in pairs),
-           "kernels_correct_published": sum(round(p["published"] * p["kernels"]) for p in pairs),
-           "verify_reasons": st.get("verify_reasons"), "per_problem": pairs}
+    reasons: dict[str, int] = defaultdict(int)
+    for st in stats.values():
+        for k, v in (st.get("verify_reasons") or {}).items():
+            reasons[k] += v
+    res = {"backends": sorted(backends), "kernels": len(recs), "problems": len(ours), "problems_published": len(pairs),
+           "verified": verified, "seconds": round(time.monotonic() - t, 1),
+           "ours_mean_pass_rate": sum(c / n for c, n in ours.values() if n) / max(1, len(ours)),
+           "kernels_correct_ours": sum(c for c, _ in ours.values()),
+           "verify_reasons": dict(sorted(reasons.items(), key=lambda kv: -kv[1]))}
+    if pairs:
+        res.update({"ours_mean_pass_rate_published_problems": sum(p["ours"] for p in pairs) / len(pairs),
+                    "published_mean_pass_rate": sum(p["published"] for p in pairs) / len(pairs),
+                    "problems_agreeing_any_correct": agree,
+                    "kernels_correct_published": sum(round(p["published"] * p["kernels"]) for p in pairs)})
     if len(pairs) > 2:
         res["spearman_ours_published"] = spearmanr_value([p["ours"] for p in pairs], [p["published"] for p in pairs])
+    res["per_problem"] = pairs
+    if args.per_model:
+        res["per_model"] = per_model
     (out / "completions-check.json").write_text(json.dumps(res, indent=1))
-    print(json.dumps({k: v for k, v in res.items() if k != "per_problem"}, indent=1))
+    print(json.dumps({k: v for k, v in res.items() if k not in ("per_problem", "per_model")}, indent=1))
     return res
 
 
@@ -236,6 +276,10 @@ def main() -> None:
     ap.add_argument("--backends", default="triton", help="completions: backends to verify (triton,cuda,other)")
     ap.add_argument("--verify-workers", type=int, default=None, help="completions: concurrent verifications")
     ap.add_argument("--max-kernels", type=int, default=None, help="completions: a seeded sample of this many kernels")
+    ap.add_argument("--unpublished", action="store_true",
+                    help="completions: also verify kernels that carry no publisher's verdict")
+    ap.add_argument("--per-model", action="store_true",
+                    help="completions: one rank run per model, so pass rates are per model and problem")
     ap.add_argument("--mine-only", action="store_true", help="run: stop after mine")
     ap.add_argument("--skip-measure", action="store_true", help="run: rank mine's table (no timings)")
     args = ap.parse_args()

@@ -15,6 +15,14 @@
 #                                                         on N published kernels (default 96,
 #                                                         CUDA and Triton) beside their verdicts
 #                                                         (KB_VERIFY_WORKERS: verify workers, 12)
+#   bash benchmarks/gpu/kernelbench_rank.sh kernels FILE.jsonl
+#                                                         mine, then verify every kernel of FILE
+#                                                         (the format of kernels.jsonl, publisher's
+#                                                         verdict or not), one rank run per model
+#                                                         and backend (KB_BACKENDS, cuda,triton);
+#                                                         the verification cache comes back as
+#                                                         verify-cache.tgz: put it in runs/ and
+#                                                         carry runs/verify-cache.tgz to resume
 #
 # Results in $OUT: gpu.txt, <phase>.log, difficulty-check.json (pipeline), stats of each stage
 # (<stage>-stats.json), rank.parquet (the ranked rows: difficulty_score, speedup_headroom,
@@ -63,7 +71,19 @@ case "${1:-}" in
       --backends cuda,triton --max-kernels "${2:-96}" --verify-workers "${KB_VERIFY_WORKERS:-12}" > "$OUT/completions.log" 2>&1
     echo "exit $?"
     ;;
-  *) echo "usage: $0 pipeline [2024] | completions [N]"; exit 2 ;;
+  kernels)
+    [ -d "$RUN/mine/problems" ] || python3 benchmarks/kernelbench_pipeline.py run --out "$RUN" --device cuda \
+      --mine-only > "$OUT/mine.log" 2>&1
+    if [ -f runs/verify-cache.tgz ] && [ ! -d "$RUN/completions/cache" ]; then
+      mkdir -p "$RUN/completions" && tar xzf runs/verify-cache.tgz -C "$RUN/completions"
+    fi
+    timeout "${KB_TIMEOUT:-480}" python3 benchmarks/kernelbench_pipeline.py completions --out "$RUN" --device cuda \
+      --kernels "$2" --unpublished --per-model --backends "${KB_BACKENDS:-cuda,triton}" \
+      --verify-workers "${KB_VERIFY_WORKERS:-12}" > "$OUT/completions.log" 2>&1
+    echo "exit $?"
+    tar czf "$OUT/verify-cache.tgz" -C "$RUN/completions" cache
+    ;;
+  *) echo "usage: $0 pipeline [2024] | completions [N] | kernels FILE.jsonl"; exit 2 ;;
 esac
 keep
 grep -v -E ": [0-9]+/[0-9]+$" "$OUT"/*.log | tail -25
