@@ -119,3 +119,47 @@ def test_concurrent_same_named_cpp_extensions_get_their_own_verdicts():
 def test_gpu_concurrent_same_named_cuda_extensions_get_their_own_verdicts():
     _same_named_replies_at_once(candidate("relu_cuda_fused_ops"), candidate("relu_cuda_fused_ops_wrong"),
                                 'cuda_src = r"""', "cuda", [{"kind": "tensor", "shape": [1000, 4001]}])
+
+
+def test_builds_run_quiet_so_the_error_carries_the_compiler_output(tmp_path, monkeypatch):
+    monkeypatch.setenv(extensions.ROOT_ENV, str(tmp_path))
+    log: list = []
+
+    def load_inline(name, cpp_sources, build_directory=None, verbose=False):
+        log.append(verbose)
+        return name
+
+    extensions.isolated(load_inline, "load_inline")("fused_ops", "int f();", verbose=True)
+    assert log == [False]
+
+
+def test_build_error_quotes_the_first_compiler_diagnostics():
+    folder = "/root/.cache/torch_extensions/curate-candidates/fused_ops-0123456789abcdef"
+    log = (f"[1/2] c++ -MMD -MF main.o.d -c {folder}/main.cpp -o main.o\n"
+           "FAILED: main.o\n"
+           f"{folder}/main.cpp: In function 'at::Tensor f(at::Tensor)':\n"
+           f"{folder}/main.cpp:4:12: error: 'undefined_thing' was not declared in this scope\n"
+           f"{folder}/main.cpp:5:1: error: expected ';' before '}}' token\n"
+           f"{folder}/main.cpp:4:12: error: 'undefined_thing' was not declared in this scope\n"
+           "ninja: build stopped: subcommand failed.\n")
+    msg = extensions.build_error(f"Error building extension 'fused_ops': {log}", folder)
+    assert msg == ("Error building extension 'fused_ops': main.cpp:4:12: error: 'undefined_thing' was not "
+                   "declared in this scope | main.cpp:5:1: error: expected ';' before '}' token")
+    assert extensions.build_error("Error building extension 'fused_ops'") == "Error building extension 'fused_ops'"
+    assert extensions.build_error("CUDA out of memory") == "CUDA out of memory"
+
+
+@pytest.mark.slow
+def test_a_cpp_extension_that_does_not_compile_fails_with_the_compiler_error():
+    """A real C++ build on the CPU that fails (an undeclared identifier), asked to build
+    verbosely as model-written code often does: the verdict names the compiler's error."""
+    broken = candidate("relu_cpp_fused_ops").replace(
+        "out[i] = in[i] > 0.f ? in[i] : 0.f;", f"out[i] = relu_{uuid.uuid4().hex[:8]}(in[i]);").replace(
+        "verbose=False", "verbose=True")
+    relu = kernelbench("19_ReLU")
+    info = {"init_args": "[]", "input_spec": json.dumps(SMALL_SPEC)}
+    (score,) = compute_score_batch(["curate/test"], [reply(broken)], [relu], [info], workers=1,
+                                   time_it=False, device="cpu")
+    assert not score["correct"]
+    assert score["reason"].startswith("candidate failed to load: RuntimeError: Error building extension 'fused_ops': ")
+    assert "error:" in score["reason"] and "relu_" in score["reason"], score["reason"]

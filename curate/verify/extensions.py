@@ -20,6 +20,11 @@ and the target architectures). So:
 - a folder is used only once a build in it has finished (a marker file): the leftovers of a
   builder that was killed are cleared before the next build.
 
+Builds run quiet whatever the candidate asked (``verbose=False``), so torch's error carries
+the compiler's output; :func:`build_error` cuts it to the first diagnostics, which the verdict
+quotes (``Error building extension 'fused_ops': cuda.cu(12): error: identifier "x" is
+undefined``) instead of a bare "Error building extension".
+
 The module keeps its name (a candidate's own ``PYBIND11_MODULE(fused_ops, m)`` still loads);
 two builds of one name from different folders load as separate modules, since Python keys
 extension modules by file as well as name. At most :data:`MAX_BUILDS` finished folders are
@@ -140,6 +145,10 @@ def isolated(original: Callable, kind: str) -> Callable:
         name = arguments.get("name")
         folder = os.path.join(build_root(), f"{_safe(name)}-{build_key(kind, arguments)}")
         bound.arguments["build_directory"] = folder
+        # quiet builds: torch then puts the compiler's output in its error, which the verdict
+        # can quote (a verbose build prints it to the worker's stdout, where nobody reads it)
+        if "verbose" in signature.parameters:
+            bound.arguments["verbose"] = False
         with open(folder + ".lock", "a+") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)  # waits for a build of the same code; freed on death
             try:
@@ -153,7 +162,10 @@ def isolated(original: Callable, kind: str) -> Callable:
                 except FileNotFoundError:
                     pass
                 _forget_version(name)
-                module = original(*bound.args, **bound.kwargs)
+                try:
+                    module = original(*bound.args, **bound.kwargs)
+                except RuntimeError as exc:
+                    raise RuntimeError(build_error(str(exc), folder)) from None
                 with open(done, "w") as f:
                     f.write(f"{time.time()}\n")
             finally:
@@ -165,6 +177,30 @@ def isolated(original: Callable, kind: str) -> Callable:
     load.__name__ = getattr(original, "__name__", kind)
     load.__doc__ = original.__doc__
     return load
+
+
+#: Compiler lines quoted from a failed build, and the characters kept of each.
+ERROR_LINES, ERROR_CHARS = 3, 300
+
+
+def build_error(message: str, folder: str = "") -> str:
+    """torch's build error made short enough for a verdict: ``Error building extension
+    'name'`` and the first :data:`ERROR_LINES` distinct compiler diagnostics of its output
+    (lines with ``error``; the build folder's path dropped), or the message's first line
+    where the output holds none. Other errors pass through unchanged."""
+    head, sep, output = message.partition(": ")
+    if not head.startswith("Error building extension") or not sep:
+        return message
+    picked: list[str] = []
+    for line in output.splitlines():
+        line = line.replace(folder + os.sep, "").strip() if folder else line.strip()
+        low = line.lower()
+        if "error" not in low or low.startswith(("ninja: build stopped", "failed:")) or line in picked:
+            continue
+        picked.append(line[:ERROR_CHARS])
+        if len(picked) == ERROR_LINES:
+            break
+    return f"{head}: {' | '.join(picked)}" if picked else head
 
 
 def _forget_version(name: Any) -> None:
