@@ -22,8 +22,11 @@ out): a fit check, not a held-out one.
 ``completions`` verifies published model-written kernels (``tests/data/model_kernels``) with
 ``curate rank --solver completions`` on the mined (or measured) rows, into ``OUT/completions``,
 and writes ``OUT/completions-check.json``: per problem, curate's pass rate beside the
-publishers' verdicts on the same kernels. On the CPU only Triton kernels can run (the
-interpreter); CUDA ones need the GPU.
+publishers' verdicts on the same kernels. ``--kernels FILE.jsonl`` verifies other kernels of
+that format; ``--unpublished`` keeps those without a publisher's verdict and ``--per-model``
+gives each model and backend its own pass rates (``benchmarks/held_out_kernels.py`` scores the
+difficulty columns against them). On the CPU only Triton kernels can run (the interpreter);
+CUDA ones need the GPU.
 """
 
 from __future__ import annotations
