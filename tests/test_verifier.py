@@ -257,3 +257,41 @@ def test_gpu_red_team(name, correct, reason):
     assert r.correct is correct and reason in r.reason, r.reason
     if not correct:
         assert r.speedup_vs_eager is None
+
+
+GELU_KERNEL = '''@triton.jit
+def gelu_kernel(x_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
+    pid = tl.program_id(0)
+    offsets = pid * BLOCK_SIZE + tl.arange(0, BLOCK_SIZE)
+    mask = offsets < n_elements
+    x = tl.load(x_ptr + offsets, mask=mask)
+    # a long comment, as models write them, that pushes the cause past the first 500 characters
+    # of the message: Triton prints up to twelve lines of the kernel before it says what failed
+    out = 0.5 * x * (1 + tl.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))
+    tl.store(out_ptr + offsets, out, mask=mask)
+'''
+
+
+def test_triton_compile_errors_are_reported_by_their_cause_and_line():
+    """Triton's own CompilationError, as it raises one for ``tl.tanh`` (which
+    ``triton.language`` lacks): the reason names the cause and the failing line, where the
+    message's first 500 characters are only the kernel's source."""
+    import ast
+
+    from triton.compiler.errors import CompilationError, UnsupportedLanguageConstruct
+
+    from curate.verify.worker import _short
+
+    node = next(n for n in ast.walk(ast.parse(GELU_KERNEL)) if isinstance(n, ast.Attribute) and n.attr == "tanh")
+    cause = repr(AttributeError("module 'triton.language' has no attribute 'tanh'"))
+    exc = CompilationError(GELU_KERNEL, node, cause)
+    assert "has no attribute 'tanh'" not in f"CompilationError: {exc}"[:500]  # why the reason is built
+    reason = _short(exc)
+    assert reason.startswith(f"CompilationError at 9:{node.col_offset}: AttributeError(\"module 'triton.language' has no attribute 'tanh'\")")
+    assert reason.endswith("(in `out = 0.5 * x * (1 + tl.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))`)")
+    loop = next(n for n in ast.walk(ast.parse(GELU_KERNEL)) if isinstance(n, ast.Assign))
+    other = _short(UnsupportedLanguageConstruct(GELU_KERNEL, loop, "simultaneous multiple comparison is not supported"))
+    assert other == ("UnsupportedLanguageConstruct at 3:4: simultaneous multiple comparison is not supported "
+                     "(in `pid = tl.program_id(0)`)")
+    long = _short(RuntimeError("CUDA error: an illegal memory access was encountered\n" + "x" * 2000 + "\nthe end"))
+    assert len(long) <= 500 and long.startswith("RuntimeError: CUDA error: an illegal memory") and long.endswith("the end")

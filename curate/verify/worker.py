@@ -121,8 +121,31 @@ def _same_inputs(a: list, b: list) -> bool:
     return all(torch.equal(x, y) if isinstance(x, torch.Tensor) else True for x, y in zip(a, b))
 
 
+#: Characters of an exception kept in a verdict's reason.
+REASON_CHARS = 500
+
+
 def _short(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}"[:500]
+    """An exception as a verdict quotes it, at most :data:`REASON_CHARS` characters.
+
+    Triton's compile errors (``CompilationError`` and its subclasses, read by their ``src``,
+    ``node`` and ``error_message`` attributes) print up to 12 lines of the kernel's source
+    before the cause, so their first 500 characters often hold no cause at all; they are given
+    as the location, the cause and the failing source line. Other long messages keep their
+    head and their tail, where compilers and CUDA put the cause."""
+    name = type(exc).__name__
+    node, src = getattr(exc, "node", None), getattr(exc, "src", None)
+    if hasattr(exc, "error_message") and hasattr(node, "lineno"):
+        cause = exc.error_message or (repr(exc.__cause__) if exc.__cause__ is not None else "")
+        lines = src.split("\n") if isinstance(src, str) else []
+        where = lines[node.lineno - 1].strip() if 0 < node.lineno <= len(lines) else ""
+        text = f"{name} at {node.lineno}:{node.col_offset}: {cause}" + (f" (in `{where}`)" if where else "")
+    else:
+        text = f"{name}: {exc}"
+    if len(text) <= REASON_CHARS:
+        return text
+    half = (REASON_CHARS - 5) // 2
+    return f"{text[:half]} ... {text[-half:]}"
 
 
 def _sync(device: str) -> None:
