@@ -280,6 +280,7 @@ def test_triton_compile_errors_are_reported_by_their_cause_and_line():
 
     from triton.compiler.errors import CompilationError, UnsupportedLanguageConstruct
 
+    from curate.rank.stage import _reason_class
     from curate.verify.worker import _short
 
     node = next(n for n in ast.walk(ast.parse(GELU_KERNEL)) if isinstance(n, ast.Attribute) and n.attr == "tanh")
@@ -287,11 +288,12 @@ def test_triton_compile_errors_are_reported_by_their_cause_and_line():
     exc = CompilationError(GELU_KERNEL, node, cause)
     assert "has no attribute 'tanh'" not in f"CompilationError: {exc}"[:500]  # why the reason is built
     reason = _short(exc)
-    assert reason.startswith(f"CompilationError at 9:{node.col_offset}: AttributeError(\"module 'triton.language' has no attribute 'tanh'\")")
+    assert reason.startswith(f"CompilationError: at 9:{node.col_offset}: AttributeError(\"module 'triton.language' has no attribute 'tanh'\")")
     assert reason.endswith("(in `out = 0.5 * x * (1 + tl.tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)))`)")
     loop = next(n for n in ast.walk(ast.parse(GELU_KERNEL)) if isinstance(n, ast.Assign))
     other = _short(UnsupportedLanguageConstruct(GELU_KERNEL, loop, "simultaneous multiple comparison is not supported"))
-    assert other == ("UnsupportedLanguageConstruct at 3:4: simultaneous multiple comparison is not supported "
+    assert other == ("UnsupportedLanguageConstruct: at 3:4: simultaneous multiple comparison is not supported "
                      "(in `pid = tl.program_id(0)`)")
+    assert _reason_class(f"forward raised {reason}") == "forward raised CompilationError"  # the stats' class
     long = _short(RuntimeError("CUDA error: an illegal memory access was encountered\n" + "x" * 2000 + "\nthe end"))
     assert len(long) <= 500 and long.startswith("RuntimeError: CUDA error: an illegal memory") and long.endswith("the end")

@@ -139,7 +139,7 @@ def _short(exc: BaseException) -> str:
         cause = exc.error_message or (repr(exc.__cause__) if exc.__cause__ is not None else "")
         lines = src.split("\n") if isinstance(src, str) else []
         where = lines[node.lineno - 1].strip() if 0 < node.lineno <= len(lines) else ""
-        text = f"{name} at {node.lineno}:{node.col_offset}: {cause}" + (f" (in `{where}`)" if where else "")
+        text = f"{name}: at {node.lineno}:{node.col_offset}: {cause}" + (f" (in `{where}`)" if where else "")
     else:
         text = f"{name}: {exc}"
     if len(text) <= REASON_CHARS:
