@@ -30,20 +30,14 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import fit_difficulty as fd  # noqa: E402
 from curate.rank import features as F  # noqa: E402
-from curate.rank.predict import (blend, bucket, level2_probability, load_model, pass_probability,  # noqa: E402
-                                 trees_probability)
+from curate.rank.predict import bucket, full_probability, load_model  # noqa: E402
 
 
 def predicted_pass(v: dict, full: dict) -> float:
-    """The shipped ``full`` predictor on one problem's stored features (as
-    :func:`curate.rank.predict.predict` computes it on a trace)."""
+    """The shipped ``full`` predictor on one problem's stored features."""
     x = F.interactions(v["features"])
     st = v["static"]
-    if x.get("level2") and full.get("level2_static"):
-        p = level2_probability(st["library_share"] or 0.0, st["kernels"] or 1, full["level2_static"])
-    else:
-        p = pass_probability(x, full)
-    return blend(p, trees_probability(x, full["trees"])) if full.get("trees") else p
+    return full_probability(x, full, 2 if x.get("level2") else None, st["library_share"] or 0.0, st["kernels"] or 1)
 
 
 def check(per_model: dict[str, dict[str, dict]]) -> dict:

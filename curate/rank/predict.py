@@ -122,17 +122,24 @@ def predict(code: str, structure: dict[str, Any] | None) -> tuple[float, str]:
     and code, or ``predicted_code`` from its code alone when the trace failed."""
     model = load_model()
     if structure and structure.get("ok"):
-        full = model["full"]
-        x = features(code, structure)
-        rule = full.get("level2_static")
-        if rule and structure.get("level") == 2:
-            p = level2_probability(structure.get("library_share") or 0.0, structure.get("kernels") or 1, rule)
-        else:
-            p = pass_probability(x, full)
-        if full.get("trees"):
-            p = blend(p, trees_probability(x, full["trees"]))
+        p = full_probability(features(code, structure), model["full"], structure.get("level"),
+                             structure.get("library_share") or 0.0, structure.get("kernels") or 1)
         return p, "predicted"
     return pass_probability(code_features(code or ""), model["code_only"]), "predicted_code"
+
+
+def full_probability(x: dict[str, float], full: dict[str, Any], level: int | None, library_share: float,
+                     kernels: int) -> float:
+    """The ``full`` parameter set's pass probability for the features ``x`` of a traced problem
+    of ``level`` (1-3) whose trace has ``library_share`` (0-1) and ``kernels``: the regression
+    (for level 2 the structural score, :func:`level2_probability`, where the set has a
+    ``level2_static`` rule), blended with the trees where the set has them (:func:`blend`)."""
+    rule = full.get("level2_static")
+    if rule and level == 2:
+        p = level2_probability(library_share, kernels, rule)
+    else:
+        p = pass_probability(x, full)
+    return blend(p, trees_probability(x, full["trees"])) if full.get("trees") else p
 
 
 def bucket(pass_rate: float, signal: str = "predicted") -> str:
