@@ -186,8 +186,8 @@ ERROR_LINES, ERROR_CHARS = 3, 300
 def build_error(message: str, folder: str = "") -> str:
     """torch's build error made short enough for a verdict: ``Error building extension
     'name'`` and the first :data:`ERROR_LINES` distinct compiler diagnostics of its output
-    (lines with ``error``; the build folder's path dropped), or the message's first line
-    where the output holds none. Other errors pass through unchanged."""
+    (lines with ``error``; the build folder's path dropped), or that head alone where the
+    output holds none. Other errors pass through unchanged."""
     head, sep, output = message.partition(": ")
     if not head.startswith("Error building extension") or not sep:
         return message
