@@ -8,10 +8,10 @@ Reads the ``per_model`` verdicts of ``kernelbench_pipeline.py completions --per-
 rank run per model and backend), pools them per KernelBench problem, and prints the Spearman
 correlation of 1 - that pass rate with: the shipped predictor's ``difficulty_score`` (computed
 here from ``benchmarks/results/difficulty-features.json``, the features the rank stage computes
-for KernelBench's files at their current sizes), the reference's line count, the static
-structural score (the CPU form of ``speedup_headroom``) and the fit's own training data (the
-pooled pass rates of its four sources on the same problems: how well other models' measured
-verdicts rank these ones). Also each model and backend alone, and the mean pass rate per bucket.
+for KernelBench's files at their current sizes) and its trees alone, the reference's line
+count, the static structural score (the CPU form of ``speedup_headroom``; at level 2 it also
+orders the regression's part) and the fit's own training data (the pooled pass rates of its
+four sources on the same problems: how well other models' measured verdicts rank these ones). Also each model and backend alone, and the mean pass rate per bucket.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import fit_difficulty as fd  # noqa: E402
 from curate.rank import features as F  # noqa: E402
-from curate.rank.predict import bucket, full_probability, load_model  # noqa: E402
+from curate.rank.predict import bucket, full_probability, load_model, trees_probability  # noqa: E402
 
 
 def predicted_pass(v: dict, full: dict) -> float:
@@ -45,6 +45,7 @@ def check(per_model: dict[str, dict[str, dict]]) -> dict:
     full = load_model()["full"]
     by_name = {v["name"]: k for k, v in feats.items()}
     pred = {k: predicted_pass(v, full) for k, v in feats.items()}
+    trees = {k: trees_probability(F.interactions(v["features"]), full["trees"]) for k, v in feats.items()}
     training = fd.pooled(fd.load_results(fd.DEFAULT_SOURCES))
 
     def key(problem: str) -> str:
@@ -55,6 +56,7 @@ def check(per_model: dict[str, dict[str, dict]]) -> dict:
         fail = [1 - rates[k] for k in ks]
         out = {"problems": len(ks), "mean_pass_rate": float(np.mean([rates[k] for k in ks])),
                "difficulty_score": fd.spearman([1 - pred[k] for k in ks], fail),
+               "trees_alone": fd.spearman([1 - trees[k] for k in ks], fail),
                "line_count": fd.spearman([feats[k]["loc"] for k in ks], fail),
                "static_score": fd.spearman([fd.static_of(k, feats) for k in ks], fail)}
         seen = [k for k in ks if k in training]
