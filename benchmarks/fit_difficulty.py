@@ -549,6 +549,30 @@ def source_agreement(rows) -> dict:
             "mean_vs_rest": float(np.mean([v["spearman"] for v in rest.values()]))}
 
 
+def pool_reliability(rows) -> dict:
+    """How far a pooled pass rate of one-shot models can be predicted at all: its models split
+    into two halves every balanced way, the Spearman correlation of the halves' pooled pass rates
+    (problems both cover) averaged over the splits (``split_half``), stepped up to the whole pool
+    by the Spearman-Brown formula (``reliability`` = 2r / (1 + r); Spearman 1910, Brown 1910),
+    and its square root (``ceiling``): roughly the most that a predictor of the problems' true
+    difficulty can reach against this pool, however good."""
+    models = sorted({r["model"] for r in rows})
+    if len(models) < 2:
+        return {}
+    rs = []
+    for half in itertools.combinations(models, len(models) // 2):
+        if len(models) % 2 == 0 and models[0] not in half:
+            continue  # each split once
+        a = pooled([r for r in rows if r["model"] in half])
+        b = pooled([r for r in rows if r["model"] not in half])
+        ks = sorted(set(a) & set(b))
+        rs.append(spearman([a[k] for k in ks], [b[k] for k in ks]))
+    r = float(np.mean(rs))
+    rel = 2 * r / (1 + r)
+    return {"models": len(models), "splits": len(rs), "split_half": r, "reliability": rel,
+            "ceiling": math.sqrt(max(rel, 0.0))}
+
+
 def fit_main(args) -> None:
     feats = json.loads(FEATURES.read_text())
     feats_2024 = json.loads(FEATURES_2024.read_text()) if FEATURES_2024.exists() else None
@@ -584,6 +608,10 @@ def fit_main(args) -> None:
         "static_score": {"spearman": spearman(stat[ok], 1 - t[ok]), "ci95": bootstrap_ci(stat[ok], 1 - t[ok]),
                          "problems": int(ok.sum())}}
     report["source_agreement"] = agree = source_agreement(rows)
+    report["one_shot_reliability"] = rel = pool_reliability([r for r in rows if r["source"] in ONE_SHOT_SOURCES])
+    if rel:
+        print(f"the one-shot sources' pool ({rel['models']} models): split-half Spearman {rel['split_half']:.3f}, "
+              f"reliability {rel['reliability']:.3f}, ceiling for any predictor about {rel['ceiling']:.3f}")
     print(f"source agreement (Spearman of pooled pass rates): pairs mean {agree['mean_pair']:.3f} ("
           + ", ".join(f"{k} {v['spearman']:+.2f}" for k, v in agree["pairs"].items())
           + f"); each against the rest, mean {agree['mean_vs_rest']:.3f} ("
