@@ -729,9 +729,11 @@ def fit_main(args) -> None:
              "sources": list(sources), "left_out": report["left_out"], "source_weighting": report["source_weighting"],
              "truth": report["truth"],
              "full": report["full"]["params"], "code_only": report["code_only"]["params"],
-             "cross_validated": {k: {x: report[k][x] for x in ("spearman", "ci95", "bucket_pass_rate", "easy_over_hard")}
+             "cross_validated": {k: {**{x: report[k][x] for x in ("spearman", "ci95", "bucket_pass_rate", "easy_over_hard")},
+                                     "one_shot_spearman": (report[k]["against_one_shot"] or {}).get("spearman")}
                                  for k in ("full", "code_only")},
-             "baselines": {k: v["spearman"] for k, v in report["baselines"].items()},
+             "baselines": {**{k: v["spearman"] for k, v in report["baselines"].items()},
+                           "line_count_one_shot": report["baselines"]["line_count"]["spearman_one_shot"]},
              "held_out_sources": {k: {s: {x: v[x] for x in ("spearman", "line_count")}
                                       for s, v in report[k]["held_out_sources"].items()} for k in ("full", "code_only")},
              "source_agreement": {"mean_pair": agree["mean_pair"], "mean_vs_rest": agree["mean_vs_rest"]}}

@@ -542,3 +542,23 @@ def test_card_runtime_section_gives_the_distribution_per_gpu():
     # the A100 row and the CPU row say nothing about an H100 band
     assert "inside the band" in text and "3 of 4" in text
     assert "1 rows have shapes set from roofline estimates" in text
+
+
+def test_card_says_how_far_the_predicted_difficulty_can_be_trusted():
+    """Rows ranked by the predictor get the shipped model's own cross-validated figures in the
+    card; rows ranked by a solver's verified pass rate do not."""
+    from curate.export.card import difficulty_section
+    from curate.rank.predict import load_model
+
+    def split(signal: str) -> pl.DataFrame:
+        return pl.DataFrame({"difficulty": ["easy", "hard"], "split": ["train", "train"],
+                             "pass_rate": [None, None] if signal.startswith("predicted") else [0.9, 0.1],
+                             "solver": ["none", "none"], "difficulty_score": [0.2, 0.8],
+                             "speedup_headroom": [0.5, 0.4], "difficulty_signal": [signal, signal]},
+                            schema_overrides={"pass_rate": pl.Float64})
+
+    cv = load_model()["cross_validated"]["full"]
+    predicted = difficulty_section({"train": split("predicted")})
+    assert "How far to trust" in predicted and f"{cv['spearman']:.2f}" in predicted
+    assert f"{cv['easy_over_hard']:.1f}x" in predicted
+    assert "How far to trust" not in difficulty_section({"train": split("pass_rate")})

@@ -175,6 +175,30 @@ DIFFICULTY_NOTE = (
     "over eager, share of GPU time in cuBLAS/cuDNN kernels, kernel count; from the GPU "
     "figures, or `static` from the meta-device trace), which tracks whether a correct kernel "
     "is also faster, not whether it is correct.")
+
+
+def predictor_note() -> str:
+    """How far the predicted `difficulty_score` can be trusted, from the shipped predictor's own
+    cross-validated figures (``curate/rank/difficulty_model.json``); "" where the file is absent."""
+    try:
+        from curate.rank.predict import load_model
+
+        model = load_model()
+        cv, base = model["cross_validated"]["full"], model["baselines"]
+    except (OSError, KeyError, ValueError):
+        return ""
+    one_shot = cv.get("one_shot_spearman")
+    return (f" How far to trust the predicted score: on KernelBench problems held out of its fit, its "
+            f"Spearman correlation with the pooled pass rate of public model results is "
+            f"{cv['spearman']:.2f} (95% CI {cv['ci95'][0]:.2f}-{cv['ci95'][1]:.2f}; the reference's "
+            f"line count gives {base['line_count']:.2f})"
+            + (f", with one-shot models' results alone {one_shot:.2f} (the line count "
+               f"{base['line_count_one_shot']:.2f})" if one_shot is not None and "line_count_one_shot" in base else "")
+            + ", and the problems it calls `easy` pass "
+            f"{cv['easy_over_hard']:.1f}x as often as those it calls `hard`. It orders problems for a "
+            f"curriculum; one model's outcome on one problem stays hard to foresee.")
+
+
 DIFFICULTY_ORDER = ["trivial", "easy", "medium", "hard", "unsolved", "unranked"]
 QUANTILES = (0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 1.0)
 
@@ -322,6 +346,8 @@ def difficulty_section(splits: dict[str, pl.DataFrame]) -> str:
         tail += ("\n\nWhat set each bucket (`difficulty_signal`): "
                  + ", ".join(f"`{sig}` {n:,}" for sig, n in per.iter_rows()) + ". "
                  + DIFFICULTY_NOTE)
+        if any(str(sig).startswith("predicted") for sig, _ in per.iter_rows()):
+            tail += predictor_note()
     return md_table(["difficulty", *splits, "all"], rows) + tail
 
 
