@@ -11,7 +11,8 @@ here from ``benchmarks/results/difficulty-features.json``, the features the rank
 for KernelBench's files at their current sizes) and its trees alone, the reference's line
 count, the static structural score (the CPU form of ``speedup_headroom``; at level 2 it also
 orders the regression's part) and the fit's own training data (the pooled pass rates of its
-four sources on the same problems: how well other models' measured verdicts rank these ones). Also each model and backend alone, and the mean pass rate per bucket.
+four sources on the same problems: how well other models' measured verdicts rank these ones).
+Also each model and backend alone, and the mean pass rate per bucket.
 """
 
 from __future__ import annotations

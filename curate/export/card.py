@@ -185,16 +185,14 @@ def predictor_note() -> str:
 
         model = load_model()
         cv, base = model["cross_validated"]["full"], model["baselines"]
+        one_shot, line_one_shot = cv["one_shot_spearman"], base["line_count_one_shot"]
     except (OSError, KeyError, ValueError):
         return ""
-    one_shot = cv.get("one_shot_spearman")
     return (f" How far to trust the predicted score: on KernelBench problems held out of its fit, its "
             f"Spearman correlation with the pooled pass rate of public model results is "
             f"{cv['spearman']:.2f} (95% CI {cv['ci95'][0]:.2f}-{cv['ci95'][1]:.2f}; the reference's "
-            f"line count gives {base['line_count']:.2f})"
-            + (f", with one-shot models' results alone {one_shot:.2f} (the line count "
-               f"{base['line_count_one_shot']:.2f})" if one_shot is not None and "line_count_one_shot" in base else "")
-            + ", and the problems it calls `easy` pass "
+            f"line count gives {base['line_count']:.2f}), with one-shot models' results alone "
+            f"{one_shot:.2f} (the line count {line_one_shot:.2f}), and the problems it calls `easy` pass "
             f"{cv['easy_over_hard']:.1f}x as often as those it calls `hard`. It orders problems for a "
             f"curriculum; one model's outcome on one problem stays hard to foresee.")
 
