@@ -259,6 +259,30 @@ def test_gpu_red_team(name, correct, reason):
         assert r.speedup_vs_eager is None
 
 
+@pytest.mark.skipif(not GPU, reason="needs CUDA")
+def test_gpu_unchecked_launch_error_is_the_forwards():
+    """A launch with too much shared memory fails without running and without an asynchronous
+    error; the verdict names it as the forward's failure, not the verifier's, and the worker's
+    next job is not blamed for it."""
+    spec = [{"kind": "tensor", "shape": [1000, 4001]}]
+    r = _verify(RELU, candidate("relu_cuda_bad_launch"), input_spec=spec, device="cuda", inductor=False,
+                timeout_s=600)
+    assert not r.correct and r.reason.startswith("forward raised"), r.reason
+    assert "invalid argument" in r.reason, r.reason
+    from curate.verify import make_config
+    from curate.verify.pool import VerifierPool
+
+    pool = VerifierPool(workers=1, device="cuda")  # one persistent worker: the jobs run in turn
+    try:
+        cfg = make_config(input_spec=spec, device="cuda", inductor=False, time_it=False)
+        bad = pool.verify(RELU, candidate("relu_cuda_bad_launch"), cfg, 600, "relu")
+        good = pool.verify(RELU, candidate("relu_cuda_inline"), cfg, 600, "relu")
+    finally:
+        pool.close()
+    assert bad.reason.startswith("forward raised") and not bad.reference_error, bad.reason
+    assert good.correct, good.reason
+
+
 GELU_KERNEL = '''@triton.jit
 def gelu_kernel(x_ptr, out_ptr, n_elements, BLOCK_SIZE: tl.constexpr):
     pid = tl.program_id(0)

@@ -149,8 +149,27 @@ def _short(exc: BaseException) -> str:
 
 
 def _sync(device: str) -> None:
+    """Wait for the device, and raise a kernel launch error that nobody checked.
+
+    A launch that fails its configuration (more shared memory or threads than a block may have)
+    is not an asynchronous error: ``synchronize`` does not report it, and it waits in CUDA's
+    per-thread last-error slot until the next launch checks it, which would be the verifier's
+    own (its output comparison) and blamed on verification. A one-element launch here raises it
+    where the caller attributes it to the forward just run. On CUDA, ``torch.AcceleratorError``.
+    """
     if device.startswith("cuda"):
         torch.cuda.synchronize()
+        torch.ones(1, device=device)  # torch checks the last error after its own launch
+
+
+def _clear_launch_error(device: str) -> None:
+    """Drop a launch error an earlier job of this worker left unread, so that it is not blamed
+    on this job's reference (:func:`_sync` reads them after every forward; this is the guard
+    for whatever ran outside one)."""
+    try:
+        _sync(device)
+    except Exception:  # noqa: BLE001 - reading the error clears it; nothing to report here
+        pass
 
 
 def _use_triton_interpreter() -> None:
@@ -205,6 +224,7 @@ def verify_task(reference_code: str, candidate_code: str, cfg: dict[str, Any],
     det["phase_s"] = phases = {}
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
+        _clear_launch_error(device)
     with torch.no_grad():
         try:
             t0 = time.perf_counter()
