@@ -686,6 +686,20 @@ def fit_main(args) -> None:
             if LEVEL2_STATIC and field == "features":
                 sz["without_level2_static"] = {s: x["spearman"] for s, x in held_out_sources(
                     rows, feats, nm, field, best_c, level2=False, test_feats=feats_2024, trees=with_trees).items()}
+            # the pooled views at the 2024 sizes: out-of-fold predictions of the 2024 files' traces
+            # against the pooled and the one-shot pass rates, beside the 2024 files' line counts
+            k24 = [k for k in keys if k in feats_2024]
+            p24 = cross_validate(rows, feats, nm, models, field, best_c, repeats=3, keys=k24,
+                                 test_feats=feats_2024, trees=with_trees)
+            for view, tr in (("pooled", truth), ("one_shot", one_shot)):
+                if not tr:
+                    continue
+                tk = sorted(k for k in tr if k in feats_2024)
+                sz[view] = {**figures(p24, {k: tr[k] for k in tk}, feats_2024),
+                            "line_count": spearman([feats_2024[k]["loc"] for k in tk], [1 - tr[k] for k in tk])}
+            print(f"  {label} at the 2024 sizes (3 shuffles): "
+                  + ", ".join(f"{view} {sz[view]['spearman']:.3f} (line count {sz[view]['line_count']:.3f})"
+                              for view in ("pooled", "one_shot") if view in sz))
             print(f"  {label} at the 2024 sizes, held-out sources: "
                   + ", ".join(f"{s} {v['spearman']:.3f} (line count {v['line_count']:.3f})"
                               for s, v in sz["held_out_sources"].items()))
