@@ -2,7 +2,7 @@
 training data, verified by curate's own verifier on a GPU.
 
     bash benchmarks/gpu/kernelbench_rank.sh kernels benchmarks/data/hzeng2000-level2-kernels.jsonl   # GPU
-    python benchmarks/held_out_kernels.py OUT/completions-check.json [--write FILE.json]          # CPU
+    python benchmarks/held_out_kernels.py OUT/completions-check.json [--write FILE.json] [--sizes 2024]   # CPU
 
 Reads the ``per_model`` verdicts of ``kernelbench_pipeline.py completions --per-model`` (one
 rank run per model and backend), pools them per KernelBench problem, and prints the Spearman
@@ -41,10 +41,15 @@ def predicted_pass(v: dict, full: dict) -> float:
     return full_probability(x, full, 2 if x.get("level2") else None, st["library_share"] or 0.0, st["kernels"] or 1)
 
 
-def check(per_model: dict[str, dict[str, dict]]) -> dict:
-    feats = json.loads(fd.FEATURES.read_text())
+def check(per_model: dict[str, dict[str, dict]], features: Path = fd.FEATURES) -> dict:
+    """Figures of ``per_model``'s pooled and per-group pass rates against the columns, each
+    computed from the problems' stored ``features`` (default the current files'; the 2024
+    files' traces read the same problems at their 2024 sizes)."""
+    named = json.loads(fd.FEATURES.read_text())
+    feats = json.loads(features.read_text())
     full = load_model()["full"]
-    by_name = {v["name"]: k for k, v in feats.items()}
+    # the verdicts name problems by the current files' names, which a few 2024 files lack
+    by_name = {v["name"]: k for k, v in named.items() if k in feats}
     pred = {k: predicted_pass(v, full) for k, v in feats.items()}
     trees = {k: trees_probability(F.interactions(v["features"]), full["trees"]) for k, v in feats.items()}
     training = fd.pooled(fd.load_results(fd.DEFAULT_SOURCES))
@@ -90,11 +95,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("check", type=Path, help="completions-check.json with per_model verdicts")
     ap.add_argument("--write", type=Path, help="also write the figures to this JSON file")
+    ap.add_argument("--sizes", choices=("current", "2024"), default="current",
+                    help="compute the columns from the traces of KernelBench's files at these sizes "
+                         "(2024: `fit_difficulty.py features --sizes 2024` first)")
     args = ap.parse_args()
     per_model = json.loads(args.check.read_text()).get("per_model")
     if not per_model:
         raise SystemExit(f"error: {args.check} has no per_model verdicts (run completions with --per-model)")
-    res = check(per_model)
+    res = check(per_model, fd.FEATURES_2024 if args.sizes == "2024" else fd.FEATURES)
+    res["sizes"] = args.sizes
     text = json.dumps(res, indent=1)
     print(text)
     if args.write:
