@@ -48,7 +48,7 @@ def check(per_model: dict[str, dict[str, dict]], features: Path = fd.FEATURES) -
     named = json.loads(fd.FEATURES.read_text())
     feats = json.loads(features.read_text())
     full = load_model()["full"]
-    # the verdicts name problems by the current files' names, which a few 2024 files lack
+    # the verdicts name problems by the current files' names; some 2024 files are named otherwise
     by_name = {v["name"]: k for k, v in named.items() if k in feats}
     pred = {k: predicted_pass(v, full) for k, v in feats.items()}
     trees = {k: trees_probability(F.interactions(v["features"]), full["trees"]) for k, v in feats.items()}
